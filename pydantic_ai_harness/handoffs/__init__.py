@@ -1,0 +1,39 @@
+"""Handoff input filters and nested handoff history for Pydantic AI delegation, ported from the OpenAI Agents SDK.
+
+- [`remove_all_tools`][pydantic_ai_harness.handoffs.remove_all_tools] strips every tool artefact from the history a
+  delegate receives.
+- [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] collapses it into one summary message.
+- [`delegate`][pydantic_ai_harness.handoffs.delegate] runs an agent from a delegating tool or output function on the
+  conversation so far, filtered as a handoff.
+- [`HandoffHistory`][pydantic_ai_harness.handoffs.HandoffHistory] does the same for history passed with
+  `message_history=`.
+"""
+
+from __future__ import annotations
+
+from ._capability import HandoffHistory
+from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
+from ._delegation import HandoffConfig, delegate, handoff_input_from_context
+from ._filters import remove_all_tools
+from ._nesting import default_handoff_history_mapper, nest_handoff_history
+from ._transcript import (
+    get_conversation_history_wrappers,
+    reset_conversation_history_wrappers,
+    set_conversation_history_wrappers,
+)
+
+__all__ = (
+    'HandoffConfig',
+    'HandoffHistory',
+    'HandoffHistoryMapper',
+    'HandoffInputData',
+    'HandoffInputFilter',
+    'default_handoff_history_mapper',
+    'delegate',
+    'get_conversation_history_wrappers',
+    'handoff_input_from_context',
+    'nest_handoff_history',
+    'remove_all_tools',
+    'reset_conversation_history_wrappers',
+    'set_conversation_history_wrappers',
+)

@@ -1,0 +1,94 @@
+"""`HandoffHistory`: apply a handoff filter or nesting to the history an agent is handed with `message_history=`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.tools import AgentDepsT
+
+from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
+from ._delegation import apply_handoff_input_filter, check_message_history
+from ._nesting import nest_handoff_history
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import ModelRequestContext
+
+__all__ = ('PROCESSED_METADATA_KEY', 'HandoffHistory')
+
+PROCESSED_METADATA_KEY = 'pydantic_ai_harness_handoff_history'
+"""`metadata` key stamped on the rewritten earlier messages, holding the id of the run that rewrote them."""
+
+
+@dataclass
+class HandoffHistory(AbstractCapability[AgentDepsT]):
+    """Treat the messages an agent is given with `message_history=` as a handoff from a previous agent.
+
+    For applications that run agents one after another and pass the previous result's messages on
+    (`next_agent.run(prompt, message_history=previous.all_messages(), capabilities=[HandoffHistory(...)])`). Before
+    the run's first model request, the messages that precede the current run are taken as the handoff's
+    `input_history` and rewritten with `input_filter`, or else nested when `nest_handoff_history` is set (a filter
+    always wins, as in the OpenAI Agents SDK). The current run's own messages are never touched.
+
+    The rewrite happens once per run: the rewritten messages are stamped in their `metadata` (never sent to a
+    model) with the run id, and later requests of the same run leave them alone, so the history is not re-nested on
+    every step and the provider's prompt cache stays valid.
+    """
+
+    input_filter: HandoffInputFilter | None = None
+    """The handoff input filter applied to the earlier messages; it wins over nesting."""
+
+    nest_handoff_history: bool = False
+    """Whether to nest the earlier messages into a summary when there is no filter."""
+
+    history_mapper: HandoffHistoryMapper | None = None
+    """The mapper used for nesting in place of the default summary."""
+
+    def __post_init__(self) -> None:
+        if self.input_filter is not None and not callable(self.input_filter):
+            raise UserError(f'Invalid input filter: {self.input_filter}')
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Rewrite the messages that precede the current run, once per run."""
+        if self.input_filter is None and not self.nest_handoff_history:
+            return request_context
+        messages = list(request_context.messages)
+        start = _current_run_index(messages, ctx.run_id)
+        earlier = messages[:start]
+        if not earlier or any(_stamp(message) == ctx.run_id for message in earlier):
+            return request_context
+        data = HandoffInputData(input_history=tuple(earlier), pre_handoff_items=(), new_items=(), run_context=ctx)
+        if self.input_filter is not None:
+            data = await apply_handoff_input_filter(self.input_filter, data)
+        else:
+            data = nest_handoff_history(data, history_mapper=self.history_mapper)
+        rewritten = data.to_message_history()
+        check_message_history(rewritten)
+        stamped = [_with_stamp(message, ctx.run_id) for message in rewritten]
+        new_messages = [*stamped, *messages[start:]]
+        request_context.messages = list(new_messages)
+        ctx.messages[:] = new_messages
+        return request_context
+
+
+def _current_run_index(messages: list[ModelMessage], run_id: str | None) -> int:
+    """The index of the current run's first message (the trailing request when no message carries the run id)."""
+    for index, message in enumerate(messages):
+        if run_id is not None and message.run_id == run_id:
+            return index
+    return max(len(messages) - 1, 0)
+
+
+def _stamp(message: ModelMessage) -> Any:
+    return (message.metadata or {}).get(PROCESSED_METADATA_KEY)
+
+
+def _with_stamp(message: ModelMessage, run_id: str | None) -> ModelMessage:
+    return dataclasses.replace(message, metadata={**(message.metadata or {}), PROCESSED_METADATA_KEY: run_id})

@@ -1,0 +1,304 @@
+"""Delegation: build a handoff's input from a delegating tool's context, filter it, and run the delegate on it."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard, cast
+
+from pydantic_ai import RunContext
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,  # pyright: ignore[reportDeprecated]
+    ToolAvailabilityDeltaPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserContent,
+)
+from pydantic_ai.run import AgentRunResult
+
+from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
+from ._nesting import nest_handoff_history as _nest
+from ._parts import PARENT_STATE_PARTS, rewrap
+
+__all__ = (
+    'HandoffConfig',
+    'apply_handoff_input_filter',
+    'check_message_history',
+    'delegate',
+    'handoff_input_from_context',
+)
+
+logger = logging.getLogger('pydantic_ai_harness.handoffs')
+
+_SERVER_MANAGED_FILTER_ERROR = (
+    'Server-managed conversations do not support handoff input filters. Remove Handoff.input_filter or '
+    'RunConfig.handoff_input_filter, or disable conversation_id, previous_response_id, and auto_previous_response_id.'
+)
+_SERVER_MANAGED_NEST_WARNING = (
+    'Server-managed conversations do not support nest_handoff_history for handoff %s -> %s. '
+    'Disabling nested handoff history and continuing with delta-only input.'
+)
+_STRIPPED_STATE = (*PARENT_STATE_PARTS, ToolAvailabilityDeltaPart)
+
+
+@dataclass(frozen=True)
+class HandoffConfig:
+    """Run-level handoff settings, the analogue of the OpenAI Agents SDK's `RunConfig` handoff fields.
+
+    Values passed to [`delegate`][pydantic_ai_harness.handoffs.delegate] directly take precedence.
+    """
+
+    input_filter: HandoffInputFilter | None = None
+    """The filter used when `delegate` is not given one."""
+
+    nest_handoff_history: bool = False
+    """Whether to nest the history when `delegate` does not say; off by default (an opt-in, as in the SDK)."""
+
+    history_mapper: HandoffHistoryMapper | None = None
+    """The mapper used for nesting when `delegate` is not given one; never passed to filters."""
+
+
+def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    result: list[ModelMessage] = []
+    for message in messages:
+        kept = [part for part in message.parts if not isinstance(part, _STRIPPED_STATE)]
+        if len(kept) == len(message.parts):
+            result.append(message)
+        elif kept:
+            result.append(rewrap(message, kept))
+    return result
+
+
+def _current_run_start(messages: Sequence[ModelMessage], run_id: str | None, end: int) -> int:
+    """The index just after the current run's first request (its user prompt), or of the run's first response."""
+    if run_id is not None:
+        for index in range(end):
+            message = messages[index]
+            if message.run_id == run_id:
+                return index + 1 if isinstance(message, ModelRequest) else index
+    return end
+
+
+def handoff_input_from_context(ctx: RunContext[Any], *, target_name: str | None = None) -> HandoffInputData:
+    """Build the handoff input of a delegation from the delegating tool's (or output function's) context.
+
+    `ctx.messages` is split into the three segments of a handoff:
+
+    - `input_history`: every message up to and including the current run's first request (its user prompt);
+    - `pre_handoff_items`: the current run's messages after that, up to the response that made the delegating call;
+    - `new_items`: that response, and a request answering the delegating call with `{"assistant": "<target>"}`,
+      so the history is valid to run on as it is and the delegate sees that control was transferred.
+
+    Other tool calls made in parallel in that response have no result yet and are dropped (they are logged on the
+    `pydantic_ai_harness.handoffs` logger). The parent agent's configuration state (instruction, model-settings,
+    tool-availability and capability-load deltas) is never forwarded to another agent, so it is dropped too.
+
+    Args:
+        ctx: The run context of the delegating tool or output function.
+        target_name: The name of the agent taking over, written into the handoff's tool output.
+
+    Returns:
+        The handoff input, with `run_context=ctx`.
+    """
+    messages = _without_parent_state(list(ctx.messages))
+    last = len(messages) - 1
+    if last < 0 or not isinstance(messages[last], ModelResponse):
+        start = _current_run_start(messages, ctx.run_id, len(messages))
+        return HandoffInputData(tuple(messages[:start]), tuple(messages[start:]), (), run_context=ctx)
+    response = messages[last]
+    assert isinstance(response, ModelResponse)
+    start = _current_run_start(messages, ctx.run_id, last)
+    handoff_call = next(
+        (p for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id == ctx.tool_call_id), None
+    )
+    dropped = [p for p in response.parts if isinstance(p, ToolCallPart) and p is not handoff_call]
+    new_items: list[ModelMessage] = []
+    if dropped:
+        logger.info(
+            'Handoff from tool call %r: dropping parallel tool calls without a result: %s',
+            ctx.tool_call_id,
+            ', '.join(f'{p.tool_name} ({p.tool_call_id})' for p in dropped),
+        )
+        kept = [p for p in response.parts if not any(p is d for d in dropped)]
+        if kept:
+            new_items.append(rewrap(response, kept))
+    else:
+        new_items.append(response)
+    if handoff_call is not None:
+        output = ToolReturnPart(
+            tool_name=handoff_call.tool_name,
+            content=json.dumps({'assistant': target_name or 'delegate'}),
+            tool_call_id=handoff_call.tool_call_id,
+        )
+        new_items.append(ModelRequest(parts=[output], run_id=ctx.run_id))
+    return HandoffInputData(
+        input_history=tuple(messages[:start]),
+        pre_handoff_items=tuple(messages[start:last]),
+        new_items=tuple(new_items),
+        run_context=ctx,
+    )
+
+
+def _is_tool_retry(part: object) -> TypeGuard[RetryPromptPart]:  # pyright: ignore[reportDeprecated]
+    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
+
+
+def _return_ids(message: ModelRequest) -> list[str]:
+    ids: list[str] = []
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart) or _is_tool_retry(part):
+            ids.append(part.tool_call_id)
+    return ids
+
+
+def check_message_history(messages: Sequence[ModelMessage]) -> None:
+    """Check that a delegate can run on `messages` with a new prompt after them.
+
+    Every tool call must be answered in the request(s) right after its response, every tool return must answer a
+    call of the response right before it, no message may be empty, and the last response must not be suspended.
+
+    Raises:
+        UserError: Naming what is wrong, when the history is not valid.
+    """
+    pending: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        if not message.parts:
+            raise UserError(f'Invalid handoff history: message {index} has no parts.')
+        if isinstance(message, ModelResponse):
+            if pending:
+                break
+            pending = {p.tool_call_id: p.tool_name for p in message.parts if isinstance(p, ToolCallPart)}
+            continue
+        for call_id in _return_ids(message):
+            if call_id not in pending:
+                raise UserError(
+                    f'Invalid handoff history: the tool return for call {call_id!r} in message {index} answers no '
+                    'tool call of the response before it. Remove tool calls and their returns together.'
+                )
+            del pending[call_id]
+    if pending:
+        calls = ', '.join(f'{name} ({call_id})' for call_id, name in pending.items())
+        raise UserError(
+            f'Invalid handoff history: the tool calls {calls} have no tool return. '
+            'Remove tool calls and their returns together.'
+        )
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelResponse) and last.state == 'suspended':
+        raise UserError('Invalid handoff history: it ends with a suspended response, which no new prompt can follow.')
+
+
+async def apply_handoff_input_filter(input_filter: Any, data: HandoffInputData) -> HandoffInputData:
+    """Run `input_filter` on `data`, awaiting an awaitable result, and check what it returns.
+
+    Raises:
+        UserError: `Invalid input filter: ...` if it is not callable, `Invalid input filter result: ...` if it does
+            not return a `HandoffInputData`.
+    """
+    if not callable(input_filter):
+        raise UserError(f'Invalid input filter: {input_filter}')
+    filtered: Any = input_filter(data)
+    if inspect.isawaitable(filtered):
+        filtered = await filtered
+    if not isinstance(filtered, HandoffInputData):
+        raise UserError(f'Invalid input filter result: {filtered}')
+    return filtered
+
+
+def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) -> bool:
+    for settings in (getattr(agent, 'model_settings', None), run_kwargs.get('model_settings')):
+        if isinstance(settings, dict):
+            values = cast(dict[str, Any], settings)
+            previous = values.get('openai_previous_response_id')
+            if values.get('openai_conversation_id') or (previous and previous != 'auto'):
+                return True
+    return False
+
+
+async def delegate(
+    agent: AbstractAgent[Any, Any],
+    ctx: RunContext[Any],
+    prompt: str | Sequence[UserContent],
+    *,
+    input_filter: HandoffInputFilter | None = None,
+    nest_handoff_history: bool | None = None,
+    history_mapper: HandoffHistoryMapper | None = None,
+    config: HandoffConfig | None = None,
+    **run_kwargs: Any,
+) -> AgentRunResult[Any]:
+    """Run `agent` from a delegating tool or output function, on the conversation so far, filtered as a handoff.
+
+    The delegate's history is built by
+    [`handoff_input_from_context`][pydantic_ai_harness.handoffs.handoff_input_from_context], then rewritten with the
+    OpenAI Agents SDK's precedence rules:
+
+    1. the filter is `input_filter` if it is not `None`, else `config.input_filter`;
+    2. nesting is `nest_handoff_history` if it is not `None`, else `config.nest_handoff_history` (default `False`);
+    3. a filter always wins: when there is one, the history is not nested (a filter may call
+       [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] itself);
+    4. `history_mapper` (else `config.history_mapper`) is used only for nesting.
+
+    When the run uses server-side conversation state (`openai_conversation_id`, or a concrete
+    `openai_previous_response_id`, in the agent's or the run's `model_settings`), a filter raises and nesting is
+    switched off with a warning, since the provider would see the parent's unfiltered context anyway.
+
+    The result is checked before the run (no orphaned or unanswered tool calls, no empty messages) and the
+    delegate shares the parent's usage and usage limits, so its requests count towards the parent's limits.
+
+    Args:
+        agent: The agent taking over.
+        ctx: The delegating tool's or output function's run context.
+        prompt: The delegate's prompt; required, because a history ending in an assistant turn with no prompt after
+            it is not sent to the model at all.
+        input_filter: The handoff input filter (sync or async).
+        nest_handoff_history: Whether to nest the history when there is no filter.
+        history_mapper: The mapper to nest with, in place of the default summary.
+        config: Run-level defaults for the three settings above.
+        **run_kwargs: Passed to `agent.run`; `deps` defaults to `ctx.deps`, `usage` to `ctx.usage` and
+            `usage_limits` to `ctx.usage_limits`.
+
+    Returns:
+        The delegate's run result.
+
+    Raises:
+        UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
+            conversation, or a missing prompt.
+    """
+    if prompt is None:  # pyright: ignore[reportUnnecessaryComparison]
+        raise UserError('delegate() needs a prompt for the agent taking over.')
+    if 'message_history' in run_kwargs:
+        raise UserError('delegate() builds the message history itself; do not pass `message_history`.')
+    chosen_filter = input_filter if input_filter is not None else (config.input_filter if config else None)
+    should_nest = (
+        nest_handoff_history if nest_handoff_history is not None else (config.nest_handoff_history if config else False)
+    )
+    mapper = history_mapper if history_mapper is not None else (config.history_mapper if config else None)
+    if chosen_filter is not None and not callable(chosen_filter):
+        raise UserError(f'Invalid input filter: {chosen_filter}')
+    if _server_managed(agent, run_kwargs):
+        if chosen_filter is not None:
+            raise UserError(_SERVER_MANAGED_FILTER_ERROR)
+        if should_nest:
+            from_name = ctx.agent.name if ctx.agent is not None else None
+            logger.warning(_SERVER_MANAGED_NEST_WARNING, from_name, agent.name)
+            should_nest = False
+
+    data = handoff_input_from_context(ctx, target_name=agent.name)
+    if chosen_filter is not None:
+        data = await apply_handoff_input_filter(chosen_filter, data)
+    elif should_nest:
+        data = _nest(data, history_mapper=mapper)
+    history = data.to_message_history()
+    check_message_history(history)
+
+    run_kwargs.setdefault('deps', ctx.deps)
+    run_kwargs.setdefault('usage', ctx.usage)
+    run_kwargs.setdefault('usage_limits', ctx.usage_limits)
+    return await agent.run(prompt, message_history=history, **run_kwargs)

@@ -1,0 +1,224 @@
+"""`nest_handoff_history`: collapse a handoff's history into a summary message, forwarding what must stay verbatim."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    FilePart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    TextPart,
+    UserPromptPart,
+)
+
+from ._data import HandoffHistoryMapper, HandoffInputData
+from ._parts import Part, items_to_messages, message_to_items, part_category, part_to_item, rewrap, tool_file_ids
+from ._transcript import (
+    TranscriptItem,
+    build_summary_text,
+    flatten_summaries,
+    get_conversation_history_wrappers,
+    parse_summary_text,
+)
+
+__all__ = ('default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
+
+
+def summary_message(items: Sequence[TranscriptItem], wrappers: tuple[str, str] | None = None) -> ModelResponse:
+    """One summary message for `items`: an assistant response holding a single `TextPart`."""
+    return ModelResponse(parts=[TextPart(build_summary_text(items, wrappers=wrappers))])
+
+
+def default_handoff_history_mapper(transcript: list[ModelMessage]) -> list[ModelMessage]:
+    """Summarize a whole transcript into a list holding one assistant message.
+
+    The message's text is the preamble line, the start wrapper, one numbered record per transcript entry (user,
+    system and assistant text as `role: text`, tool calls, tool outputs and thinking as JSON) and the end wrapper.
+
+    Args:
+        transcript: The messages to summarize, in chronological order.
+
+    Returns:
+        `[ModelResponse(parts=[TextPart(summary)])]`.
+    """
+    items = [item for message in transcript for item in message_to_items(message)]
+    return [summary_message(items)]
+
+
+def _history_items(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[TranscriptItem]:
+    if isinstance(history, str):
+        return [{'content': history, 'role': 'user'}]
+    items = [item for message in history for item in message_to_items(message)]
+    return flatten_summaries(items, wrappers)
+
+
+def _summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
+    if isinstance(part, TextPart):
+        return parse_summary_text(part.content, wrappers=wrappers)
+    return None
+
+
+def _history_messages(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[ModelMessage]:
+    """The history as messages, earlier summaries replaced by the messages their records map back to."""
+    if isinstance(history, str):
+        return [ModelRequest(parts=[UserPromptPart(history)])]
+    result: list[ModelMessage] = []
+    for message in history:
+        kept: list[Part] = []
+        changed = False
+        for part in message.parts:
+            records = _summary_records(part, wrappers) if isinstance(message, ModelResponse) else None
+            if records is None:
+                if part_category(part) == 'state':
+                    changed = True
+                else:
+                    kept.append(part)
+                continue
+            changed = True
+            if kept:
+                result.append(rewrap(message, kept))
+                kept = []
+            result.extend(items_to_messages(records))
+        if not changed:
+            result.append(message)
+        elif kept:
+            result.append(rewrap(message, kept))
+    return result
+
+
+def _without_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    result: list[ModelMessage] = []
+    for message in messages:
+        kept = [part for part in message.parts if part_category(part) != 'state']
+        if len(kept) == len(message.parts):
+            result.append(message)
+        elif kept:
+            result.append(rewrap(message, kept))
+    return result
+
+
+def _ordered_parts(message: ModelMessage) -> list[Part]:
+    """The parts of `message` in order, each native tool call directly followed by its returns and files.
+
+    So a native call, its return and the files it produced are forwarded together.
+    """
+    parts: list[Part] = list(message.parts)
+    if not isinstance(message, ModelResponse) or not any(isinstance(part, NativeToolCallPart) for part in parts):
+        return parts
+    ordered: list[Part] = []
+    taken: set[int] = set()
+    for index, part in enumerate(parts):
+        if index in taken:
+            continue
+        ordered.append(part)
+        if isinstance(part, NativeToolCallPart):
+            for later in range(index + 1, len(parts)):
+                other = parts[later]
+                if isinstance(other, NativeToolReturnPart):
+                    other_id: str | None = other.tool_call_id
+                elif isinstance(other, FilePart):
+                    other_id = other.id
+                else:
+                    continue
+                if later not in taken and other_id == part.tool_call_id:
+                    ordered.append(other)
+                    taken.add(later)
+    return ordered
+
+
+def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[ModelMessage]:
+    pending = _history_items(data.input_history, wrappers)
+    # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
+    out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
+    for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
+        for message in messages:
+            native_ids = tool_file_ids(message)
+            for part in _ordered_parts(message):
+                category = part_category(part, native_ids)
+                if category == 'state':
+                    continue
+                if category == 'tool' or (category == 'assistant' and not is_new):
+                    item = part_to_item(part)
+                    if item is not None:
+                        pending.append(item)
+                    continue
+                if pending or not out:
+                    out.append(summary_message(pending, wrappers))
+                    pending = []
+                last = out[-1]
+                if isinstance(last, tuple) and last[0] is message:
+                    last[1].append(part)
+                else:
+                    out.append((message, [part]))
+    if pending or not out:
+        out.append(summary_message(pending, wrappers))
+    return [entry if not isinstance(entry, tuple) else _verbatim(*entry) for entry in out]
+
+
+def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
+    if len(parts) == len(source.parts) and all(a is b for a, b in zip(parts, source.parts)):
+        return source
+    return rewrap(source, parts)
+
+
+def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
+    if isinstance(mapped, str | bytes) or not isinstance(mapped, Sequence):
+        raise UserError(f'Invalid history mapper result: {mapped}')
+    messages = tuple(cast(Sequence[Any], mapped))
+    if not all(isinstance(message, ModelRequest | ModelResponse) for message in messages):
+        raise UserError(f'Invalid history mapper result: {mapped}')
+    return messages
+
+
+def nest_handoff_history(
+    handoff_input_data: HandoffInputData, *, history_mapper: HandoffHistoryMapper | None = None
+) -> HandoffInputData:
+    """Collapse the history before a handoff into a summary message, so the delegate sees one compact record of the
+    conversation instead of the previous agent's raw turns.
+
+    Default path (no `history_mapper`): the whole `input_history` (with the records of earlier summaries flattened
+    back in, so nesting again never nests summaries inside summaries) is summarized. Then the handoff's own
+    messages are walked in order: tool calls, tool returns, thinking and retry feedback are always summarized;
+    assistant text is summarized before the handoff turn and forwarded in it; user and system prompts, native
+    (provider-executed) tool parts with their files, and compaction are forwarded verbatim. A summary is written
+    before each forwarded run of parts that had summarized parts before it, so the output always starts with a
+    summary and keeps everything in chronological order. Framework state parts (instruction, settings,
+    tool-availability and capability-load deltas) are dropped.
+
+    Custom path: `history_mapper` receives the whole flattened transcript as messages (history, then every message
+    of the handoff), and its result becomes the delegate's history as it is.
+
+    The summary is a [`ModelResponse`][pydantic_ai.messages.ModelResponse] holding one
+    [`TextPart`][pydantic_ai.messages.TextPart] (an assistant turn), whose text is byte-identical to the OpenAI
+    Agents SDK's nested handoff history.
+
+    Args:
+        handoff_input_data: The handoff input to nest.
+        history_mapper: Maps the flattened transcript to the delegate's history in place of the default summary.
+
+    Returns:
+        A copy whose `input_history` is the nested history, with `pre_handoff_items=()` and `input_items=()`;
+        `new_items` is unchanged.
+
+    Raises:
+        UserError: If `history_mapper` is not callable or does not return a list of messages.
+    """
+    data = handoff_input_data
+    wrappers = get_conversation_history_wrappers()
+    if history_mapper is None:
+        nested = _nest_default(data, wrappers)
+    else:
+        if not callable(history_mapper):
+            raise UserError(f'Invalid history mapper: {history_mapper}')
+        mapper = cast(Callable[[list[ModelMessage]], Any], history_mapper)
+        transcript = _history_messages(data.input_history, wrappers)
+        transcript.extend(_without_state(data.pre_handoff_items))
+        transcript.extend(_without_state(data.new_items))
+        nested = list(_check_mapper_result(mapper(transcript)))
+    return data.clone(input_history=tuple(nested), pre_handoff_items=(), input_items=())

@@ -1,0 +1,347 @@
+"""The part adapter: what each pydantic-ai message part is to a handoff, and its transcript record.
+
+One OpenAI Responses input item corresponds to one pydantic-ai part, so filters and nesting work part by part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, cast
+
+from pydantic_ai.messages import (
+    AudioUrl,
+    BinaryContent,
+    CapabilityLoadDeltaPart,
+    CompactionPart,
+    DocumentUrl,
+    FilePart,
+    FileUrl,
+    ImageUrl,
+    InstructionBaselinePart,
+    InstructionDeltaPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    ModelSettingsDeltaPart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryFeedbackPart,
+    RetryPromptPart,  # pyright: ignore[reportDeprecated]
+    SpeechPart,
+    SystemPromptPart,
+    TextContent,
+    TextPart,
+    ThinkingPart,
+    ToolAvailabilityDeltaPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UploadedFile,
+    UserContent,
+    UserPromptPart,
+    VideoUrl,
+)
+
+from ._transcript import TranscriptItem, render_item
+
+__all__ = (
+    'PARENT_STATE_PARTS',
+    'TOOL_STATE_PARTS',
+    'Category',
+    'Part',
+    'items_to_messages',
+    'message_to_items',
+    'part_category',
+    'part_to_item',
+    'rewrap',
+    'tool_file_ids',
+)
+
+Part = ModelRequestPart | ModelResponsePart
+"""Any part of a request or a response."""
+
+Category = Literal['user', 'assistant', 'tool', 'hosted', 'state']
+"""What a part is to a handoff.
+
+- `'user'`: user or system input (`UserPromptPart`, `SystemPromptPart`, user `SpeechPart`).
+- `'assistant'`: assistant content (`TextPart`, assistant `SpeechPart`, a model-generated `FilePart`).
+- `'tool'`: summary-only tool traffic (`ToolCallPart`, `ToolReturnPart` and their subclasses, tool-bound
+  `RetryPromptPart`, `ThinkingPart`, `RetryFeedbackPart`).
+- `'hosted'`: provider-executed tool parts and compaction, forwarded verbatim (`NativeToolCallPart`,
+  `NativeToolReturnPart`, the `FilePart`s a native tool produced, `CompactionPart`).
+- `'state'`: framework state that carries no conversation (instruction, settings, tool-availability and
+  capability-load deltas).
+"""
+
+PARENT_STATE_PARTS = (InstructionDeltaPart, InstructionBaselinePart, ModelSettingsDeltaPart, CapabilityLoadDeltaPart)
+"""The parent agent's configuration state, never forwarded to another agent."""
+
+TOOL_STATE_PARTS = (ToolAvailabilityDeltaPart, CapabilityLoadDeltaPart)
+"""Tool state that `remove_all_tools` strips."""
+
+_STATE_KINDS = frozenset(
+    {
+        'instruction-delta',
+        'instruction-baseline',
+        'model-settings-delta',
+        'capability-load-delta',
+        'tool-availability-delta',
+    }
+)
+
+
+def _is_state(part: object) -> bool:
+    return getattr(part, 'part_kind', None) in _STATE_KINDS
+
+
+_TOOL_PARTS = (ToolCallPart, ToolReturnPart, ThinkingPart, RetryFeedbackPart, RetryPromptPart)  # pyright: ignore[reportDeprecated]
+_HOSTED_PARTS = (NativeToolCallPart, NativeToolReturnPart, CompactionPart)
+_USER_PARTS = (UserPromptPart, SystemPromptPart)
+
+
+def tool_file_ids(message: ModelMessage) -> frozenset[str]:
+    """The ids of the native tool calls in a response: a `FilePart` with one of these ids was made by that tool."""
+    if not isinstance(message, ModelResponse):
+        return frozenset()
+    return frozenset(part.tool_call_id for part in message.parts if isinstance(part, NativeToolCallPart))
+
+
+def part_category(part: Part, native_ids: frozenset[str] = frozenset()) -> Category:
+    """Classify `part`; `native_ids` are the native tool call ids of the response it is in."""
+    if isinstance(part, TextPart):
+        return 'assistant'
+    if isinstance(part, _USER_PARTS):
+        return 'user'
+    if isinstance(part, _TOOL_PARTS):
+        return 'tool'
+    if isinstance(part, _HOSTED_PARTS):
+        return 'hosted'
+    if isinstance(part, FilePart):
+        return 'hosted' if part.id is not None and part.id in native_ids else 'assistant'
+    if isinstance(part, SpeechPart):
+        return 'user' if part.speaker == 'user' else 'assistant'
+    if _is_state(part):
+        return 'state'
+    return 'tool'  # pragma: no cover  # a part kind this version does not know: summarized, never forwarded
+
+
+def _user_content_item(content: UserContent) -> TranscriptItem | None:
+    if isinstance(content, str):
+        return {'type': 'text', 'text': content}
+    if isinstance(content, TextContent):
+        return {'type': 'text', 'text': content.content}
+    if isinstance(content, FileUrl):
+        return {'type': content.kind, 'url': content.url}
+    if isinstance(content, BinaryContent):
+        return {'type': 'binary', 'media_type': content.media_type, 'identifier': content.identifier}
+    if isinstance(content, UploadedFile):
+        return {'type': 'uploaded-file', 'file_id': content.file_id}
+    return None  # a `CachePoint`: a marker, not content
+
+
+def _user_content(content: str | Sequence[UserContent]) -> str | list[TranscriptItem]:
+    if isinstance(content, str):
+        return content
+    items: list[TranscriptItem] = []
+    for entry in content:
+        item = _user_content_item(entry)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def part_to_item(part: Part) -> TranscriptItem | None:  # noqa: C901 (one branch per part kind)
+    """The transcript record of `part`, or `None` for framework state that carries no conversation."""
+    if isinstance(part, TextPart):
+        return {'role': 'assistant', 'content': part.content}
+    if isinstance(part, UserPromptPart):
+        return {'role': 'user', 'content': _user_content(part.content)}
+    if isinstance(part, SystemPromptPart):
+        return {'role': 'system', 'content': part.content}
+    if isinstance(part, SpeechPart):
+        return {'role': part.speaker, 'content': part.transcript or ''}
+    if isinstance(part, ToolCallPart):
+        return {
+            'type': 'function_call',
+            'call_id': part.tool_call_id,
+            'name': part.tool_name,
+            'arguments': part.args_as_json_str(),
+        }
+    if isinstance(part, ToolReturnPart):
+        item: TranscriptItem = {
+            'type': 'function_call_output',
+            'call_id': part.tool_call_id,
+            'output': part.model_response_str(wrap_if_error=False),
+        }
+        if part.outcome != 'success':
+            item['outcome'] = part.outcome
+        return item
+    if isinstance(part, RetryPromptPart):  # pyright: ignore[reportDeprecated]
+        if part.tool_name is None:
+            return {'type': 'retry_feedback', 'content': part.model_response()}
+        return {
+            'type': 'function_call_output',
+            'call_id': part.tool_call_id,
+            'output': part.model_response(),
+            'outcome': 'retried',
+        }
+    if isinstance(part, RetryFeedbackPart):
+        return {'type': 'retry_feedback', 'content': part.model_response()}
+    if isinstance(part, ThinkingPart):
+        return {'type': 'reasoning', 'summary': [{'type': 'summary_text', 'text': part.content}]}
+    if isinstance(part, NativeToolCallPart):
+        return {
+            'type': 'builtin_tool_call',
+            'name': part.tool_name,
+            'call_id': part.tool_call_id,
+            'arguments': part.args_as_json_str(),
+        }
+    if isinstance(part, NativeToolReturnPart):
+        return {
+            'type': 'builtin_tool_return',
+            'name': part.tool_name,
+            'call_id': part.tool_call_id,
+            'output': part.model_response_str(wrap_if_error=False),
+        }
+    if isinstance(part, FilePart):
+        return {'type': 'file', 'media_type': part.content.media_type, 'id': part.id}
+    if isinstance(part, CompactionPart):
+        return {'type': 'compaction', 'content': part.content}
+    if _is_state(part):
+        return None
+    return {'type': str(getattr(part, 'part_kind', type(part).__name__))}  # pragma: no cover
+
+
+def message_to_items(message: ModelMessage) -> list[TranscriptItem]:
+    """The transcript records of every part of `message`, in order."""
+    items: list[TranscriptItem] = []
+    for part in message.parts:
+        item = part_to_item(part)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def _url_content(kind: Any, url: str) -> UserContent | None:
+    if kind == 'image-url':
+        return ImageUrl(url=url)
+    if kind == 'audio-url':
+        return AudioUrl(url=url)
+    if kind == 'document-url':
+        return DocumentUrl(url=url)
+    if kind == 'video-url':
+        return VideoUrl(url=url)
+    return None
+
+
+def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
+    prefix = f'{name}: ' if isinstance(name, str) and name else ''
+    if not isinstance(content, list):
+        return prefix + ('' if content is None else _json_text(content))
+    result: list[UserContent] = [prefix] if prefix else []
+    for entry in cast(list[Any], content):
+        if isinstance(entry, dict):
+            entry_dict = cast(dict[str, Any], entry)
+            kind, text, url = entry_dict.get('type'), entry_dict.get('text'), entry_dict.get('url')
+            if kind == 'text' and isinstance(text, str):
+                result.append(text)
+                continue
+            url_content = _url_content(kind, url) if isinstance(url, str) else None
+            if url_content is not None:
+                result.append(url_content)
+                continue
+        result.append(_json_text(entry))
+    return result
+
+
+def _item_to_part(item: TranscriptItem, tool_names: dict[str, str]) -> Part:
+    role, kind, content = item.get('role'), item.get('type'), item.get('content')
+    if isinstance(role, str) and kind in (None, 'message'):
+        if role == 'assistant':
+            return TextPart(_json_text(content) if content is not None else '')
+        if role in ('system', 'developer'):
+            return SystemPromptPart(_json_text(content) if content is not None else '')
+        if role == 'user':
+            return UserPromptPart(_user_content_back(content, item.get('name')))
+        return UserPromptPart(f'{role}: ' + (_json_text(content) if content is not None else ''))
+    call_id = str(item.get('call_id') or '')
+    if kind == 'function_call':
+        name = str(item.get('name') or 'unknown_tool')
+        tool_names[call_id] = name
+        return ToolCallPart(name, _json_text(item.get('arguments') or '{}'), call_id)
+    if kind == 'function_call_output':
+        outcome = item.get('outcome', 'success')
+        return ToolReturnPart(
+            tool_names.get(call_id, 'unknown_tool'),
+            item.get('output'),
+            call_id,
+            outcome=outcome if outcome in ('success', 'failed', 'denied', 'interrupted', 'retried') else 'success',
+        )
+    if kind == 'reasoning':
+        summary = item.get('summary')
+        texts = [
+            str(cast(dict[str, Any], entry).get('text', ''))
+            for entry in (cast(list[Any], summary) if isinstance(summary, list) else [])
+            if isinstance(entry, dict)
+        ]
+        return ThinkingPart('\n'.join(texts))
+    if kind == 'compaction' and (content is None or isinstance(content, str)):
+        return CompactionPart(content)
+    return TextPart(render_item(item))
+
+
+def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
+    """Map transcript records back to messages: user and system records and tool outputs become requests,
+    everything else responses; consecutive parts of the same side share a message.
+
+    This is lossy for records that have no part of their own (a `name`, hosted tool records, files):
+    they are kept as text.
+    """
+    tool_names: dict[str, str] = {}
+    messages: list[ModelMessage] = []
+    request_parts: list[ModelRequestPart] = []
+    response_parts: list[ModelResponsePart] = []
+
+    def flush_request() -> None:
+        if request_parts:
+            messages.append(ModelRequest(parts=list(request_parts)))
+            request_parts.clear()
+
+    def flush_response() -> None:
+        if response_parts:
+            messages.append(ModelResponse(parts=list(response_parts)))
+            response_parts.clear()
+
+    for item in items:
+        part = _item_to_part(item, tool_names)
+        if isinstance(part, UserPromptPart | SystemPromptPart | ToolReturnPart | CompactionPart):
+            flush_response()
+            request_parts.append(part)
+        else:
+            flush_request()
+            response_parts.append(cast(ModelResponsePart, part))
+    flush_request()
+    flush_response()
+    return messages
+
+
+def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
+    """`message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
+
+    A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
+    """
+    if isinstance(message, ModelResponse):
+        return dataclasses.replace(message, parts=cast(list[ModelResponsePart], list(parts)), history_digest=None)
+    return dataclasses.replace(message, parts=cast(list[ModelRequestPart], list(parts)))
