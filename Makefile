@@ -1,0 +1,59 @@
+# Every target creates .venv on a fresh machine (only Python 3.10+ and make needed).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# inline-snapshot formats with `ruff` from the PATH.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv and install the package with its dev tools
+
+.PHONY: demo
+demo: $(STAMP) ## Run the demo on a scripted model (no API key needed; MODEL=... for a real one)
+	$(BIN)/python -m examples.demo $(if $(MODEL),--model '$(MODEL)')
+
+.PHONY: format
+format: $(STAMP) ## Format the code
+	$(BIN)/ruff format
+	$(BIN)/ruff check --fix
+
+.PHONY: lint
+lint: $(STAMP) ## Lint with ruff
+	$(BIN)/ruff format --check
+	$(BIN)/ruff check
+
+.PHONY: typecheck
+typecheck: $(STAMP) ## Type check with pyright (strict on the package)
+	$(BIN)/pyright
+
+.PHONY: pytest
+pytest: $(STAMP) ## Run the test suite
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+.PHONY: docs
+docs: $(STAMP) ## Build the docs site with mkdocs --strict
+	$(BIN)/mkdocs build --strict --quiet
+
+.PHONY: test
+test: lint typecheck pytest docs ## The whole check: lint, type check, tests, docs build
+
+.PHONY: bench
+bench: $(STAMP) ## Run the benchmark suite and write docs/benchmarks.md
+	$(BIN)/python -m bench
+
+.PHONY: clean
+clean: ## Remove build artefacts (keeps .venv)
+	rm -rf site .pytest_cache .ruff_cache dist build

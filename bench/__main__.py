@@ -1,0 +1,62 @@
+"""Run every benchmark section, print the report and write it to `docs/benchmarks.md`.
+
+Usage: `make bench` (or `python -m bench [SECTION ...]` to run some sections only).
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+import time
+from pathlib import Path
+
+from bench._report import Entry, markdown_table
+
+SECTIONS: dict[str, str] = {
+    'overhead': 'bench.bench_overhead',
+    'store': 'bench.bench_store',
+    'handoffs': 'bench.bench_handoffs',
+}
+"""Section name -> module exposing `run() -> list[Entry]` and a `TITLE` / `METHOD` text."""
+
+DOCS_PAGE = Path(__file__).resolve().parent.parent / 'docs' / 'benchmarks.md'
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv or list(SECTIONS)
+    parts: list[str] = []
+    all_ok = True
+    for name in wanted:
+        module_name = SECTIONS.get(name)
+        if module_name is None:
+            print(f'unknown section {name!r}; known: {", ".join(SECTIONS)}', file=sys.stderr)
+            return 2
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        print(f'== {name} ==', flush=True)
+        started = time.perf_counter()
+        entries: list[Entry] = module.run()
+        table = markdown_table(entries)
+        print(table, f'\n({time.perf_counter() - started:.1f} s)\n', flush=True)
+        all_ok &= all(e.ok for e in entries)
+        parts.append(f'## {module.TITLE}\n\n{module.METHOD.strip()}\n\n{table}\n')
+    header = (
+        '# Benchmarks\n\n'
+        'Produced by `make bench` (`python -m bench`). Every figure is a ratio against a baseline measured in '
+        'the same run, or an absolute bound where the target is one; nothing here is a timed unit-test '
+        f'assertion.\n\nLast run: Python {platform.python_version()} on {platform.machine()}, '
+        f'{platform.system()}.\n\n'
+    )
+    if not argv:
+        DOCS_PAGE.write_text(header + '\n'.join(parts), encoding='utf-8')
+        print(f'wrote {DOCS_PAGE}')
+    return 0 if all_ok else 1
+
+
+if __name__ == '__main__':
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,13 @@
+"""Context-economy capabilities for Pydantic AI agents.
+
+- [`pydantic_ai_harness.overflowing_tool_output`][pydantic_ai_harness.overflowing_tool_output]: reduce an
+  oversized tool return once, when it is produced (truncate, spill to a store, summarize).
+- [`pydantic_ai_harness.handoffs`][pydantic_ai_harness.handoffs]: handoff input filters and nested handoff
+  history for agent delegation, ported from the OpenAI Agents SDK.
+"""
+
+from __future__ import annotations
+
+__version__ = '0.1.0'
+
+__all__ = ('__version__',)
