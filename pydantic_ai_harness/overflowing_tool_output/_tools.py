@@ -1,0 +1,639 @@
+"""The tools the model pages through stored results with: `read_tool_result` and `grep_tool_result`.
+
+Argument mistakes raise `ModelRetry` with a precise message; an unknown or expired handle, or a store
+that fails, returns guidance text instead (no retry burned). Every scan has a time budget, regexes
+run on RE2 (linear time), and every output is capped in lines and characters.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic_ai import FunctionToolset, ModelRetry
+
+from ._query import (
+    GrepResult,
+    Hit,
+    Line,
+    Matcher,
+    PatternError,
+    Payload,
+    grep_bytes,
+    grep_lines,
+    hex_dump,
+    line_of_offset,
+    open_payload,
+    read_byte_window,
+    read_lines,
+    sniff_type,
+)
+from .stores._protocol import HandleNotFoundError, OverflowStore
+
+__all__ = ('QUERY_TOOLSET_ID', 'QUERY_TOOL_NAMES', 'QueryLimits', 'build_query_toolset')
+
+QUERY_TOOLSET_ID = 'overflowing_tool_output_query'
+"""The id of the query toolset (durable execution engines need one)."""
+
+QUERY_TOOL_NAMES = frozenset({'read_tool_result', 'grep_tool_result'})
+"""The names of the query tools, which the capability exempts from reduction."""
+
+_HEX_ROW_CHARS = 80
+_FRAME_RESERVE = 600
+"""Characters kept free for the header and footer when fitting lines into the output cap."""
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """Caps that keep every query tool answer small and fast, whatever the arguments."""
+
+    max_lines: int = 1000
+    """Most lines one `read_tool_result` call returns (`limit` is clamped to it)."""
+
+    max_line_chars: int = 1000
+    """Longer lines are cut, with a marker saying how to read the rest."""
+
+    max_output_chars: int = 20_000
+    """Most characters in one answer."""
+
+    max_bytes: int = 16_000
+    """Most bytes one `unit='bytes'` read returns."""
+
+    max_matches: int = 100
+    """Most matching lines one `grep_tool_result` call shows."""
+
+    max_context_lines: int = 10
+    """Most context lines around each grep match."""
+
+    max_pattern_chars: int = 1000
+    """Longest accepted pattern."""
+
+    time_budget: float = 0.6
+    """Seconds a scan may run before it stops and reports how far it got."""
+
+
+_READ_DOC = """Read part of a stored tool result: a tool output too large to show in full was stored under a handle.
+
+Returns numbered lines (`1234| text`) and a footer that says exactly what to call for the next page.
+Line numbers are 1-based and `offset` counts lines to skip, so to start at line N pass offset=N-1
+(grep_tool_result prints that offset for every match). Binary results are shown as a hex dump.
+Tips: grep_tool_result first to find the lines that matter, then read around them; from_end=True
+shows the end, where errors and summaries of logs and test runs usually are.
+
+Args:
+    handle: The handle of the stored result, copied exactly from its preview (e.g. 'run/call_1/0').
+    offset: Lines to skip before the first line shown (0 = start). With from_end=True, lines to skip
+        counting back from the end. With unit='bytes', bytes instead of lines.
+    limit: How many lines to return (default 200, at most {max_lines}). With unit='bytes', how many
+        bytes (at most {max_bytes}).
+    from_end: Count from the end: offset=0, limit=50 returns the last 50 lines.
+    pattern: Only return lines containing this exact text (literal, case-sensitive), scanning forward
+        from offset (backward from the end with from_end=True). For regex or case-insensitive search,
+        use grep_tool_result.
+    unit: 'lines' (default) or 'bytes': read a byte range, e.g. the rest of a very long line that was
+        cut (the cut marker gives the byte offset).
+"""
+
+_GREP_DOC = """Search a stored tool result for a pattern; show each matching line with its line number and context.
+
+Reports how many lines match in total, then the first `max_matches` of them ('>' marks a matching
+line, the others are context). Each match shows the offset to pass to read_tool_result to read on
+from that line. Any pattern is safe: matching is linear-time and the search has a time budget.
+
+Args:
+    handle: The handle of the stored result, copied exactly from its preview (e.g. 'run/call_1/0').
+    pattern: What to find, within one line. Literal, case-sensitive text unless is_regex=True.
+    context_lines: Lines of context shown before and after each match (default 2, at most {max_context_lines}).
+    max_matches: How many matching lines to show (default 20, at most {max_matches}); the total is always reported.
+    is_regex: Treat pattern as a regular expression (RE2 syntax: Python re without lookaround or
+        backreferences). Use '(?i)error' for a case-insensitive search, 'error|fail' for alternatives.
+"""
+
+
+def _show(text: str, limit: int = 120) -> str:
+    """A quoted, escaped, bounded rendering of a model-supplied string."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + '...'
+
+
+def _count(number: int, noun: str) -> str:
+    return f'{number} {noun}' if number == 1 else f'{number} {noun}s'
+
+
+def _clean_handle(handle: str) -> str:
+    # Models sometimes wrap a handle in quotes or backticks; no valid handle starts or ends with them.
+    return handle.strip().strip('`\'"').strip()
+
+
+def _unknown_handle(handle: str) -> str:
+    return (
+        f'No stored result found under handle {_show(handle)}. A handle is the exact string shown after '
+        "'handle' in a stored tool result's preview (for example 'run/call_1/0'); copy it exactly. "
+        'Stored results can also be cleaned up after a while: if so, call the original tool again.'
+    )
+
+
+def _storage_error(handle: str, exc: BaseException) -> str:
+    # The exception type only: a message could contain paths or other details the model must not see.
+    return (
+        f'The stored result {_show(handle)} could not be read right now (storage error: {type(exc).__name__}). '
+        'Try again later, or call the original tool again.'
+    )
+
+
+def _check_pattern(pattern: str, limits: QueryLimits) -> None:
+    if '\n' in pattern:
+        raise ModelRetry(
+            'pattern must not contain a newline: lines are matched one at a time. Search for one line of the text.'
+        )
+    if len(pattern) > limits.max_pattern_chars:
+        raise ModelRetry(f'pattern is {len(pattern)} characters long; the limit is {limits.max_pattern_chars}.')
+
+
+def _number_width(lines: list[Line]) -> int:
+    return len(str(lines[-1].number)) if lines else 1
+
+
+def _render_line(line: Line, width: int, mark: str = '') -> str:
+    text = f'{mark}{line.number:>{width}}| {line.text}'
+    if line.cut:
+        remaining = line.length - line.shown_bytes
+        text += (
+            f"... [line cut: {remaining} more bytes; read them with unit='bytes', "
+            f'offset={line.start + line.shown_bytes}]'
+        )
+    return text
+
+
+def _fit(rendered: list[str], budget: int, *, keep_tail: bool) -> int:
+    """How many of `rendered` fit in `budget` characters (from the head, or from the tail)."""
+    used = 0
+    count = 0
+    for text in reversed(rendered) if keep_tail else rendered:
+        used += len(text) + 1
+        if used > budget and count:
+            break
+        count += 1
+    return count
+
+
+def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = None) -> FunctionToolset[Any]:
+    """The `read_tool_result` / `grep_tool_result` toolset over `store`.
+
+    Works with any [`OverflowStore`][pydantic_ai_harness.overflowing_tool_output.OverflowStore]; stores
+    that also implement the range and line-index extensions answer in O(window).
+
+    Args:
+        store: Where the stored results live.
+        limits: Output and time caps (defaults: [`QueryLimits()`][pydantic_ai_harness.overflowing_tool_output._tools.QueryLimits]).
+    """
+    caps = limits or QueryLimits()
+
+    async def read_tool_result(
+        handle: str,
+        offset: int = 0,
+        limit: int = 200,
+        from_end: bool = False,
+        pattern: str | None = None,
+        unit: Literal['lines', 'bytes'] = 'lines',
+    ) -> str:
+        return await _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+
+    async def grep_tool_result(
+        handle: str,
+        pattern: str,
+        context_lines: int = 2,
+        max_matches: int = 20,
+        is_regex: bool = False,
+    ) -> str:
+        return await _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+
+    read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
+    grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
+    # Generous retries: a model that keeps passing a bad argument gets the precise error several times
+    # before the run gives up.
+    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+
+
+async def _read_tool_result(
+    store: OverflowStore,
+    caps: QueryLimits,
+    handle: str,
+    offset: int = 0,
+    limit: int = 200,
+    from_end: bool = False,
+    pattern: str | None = None,
+    unit: Literal['lines', 'bytes'] = 'lines',
+) -> str:
+    if offset < 0:
+        raise ModelRetry(
+            f'offset must be 0 or more (it counts lines to skip; use from_end=True to count from the end), '
+            f'got {offset}.'
+        )
+    if limit < 1:
+        raise ModelRetry(f'limit must be 1 or more, got {limit}.')
+    if pattern == '':
+        pattern = None
+    if pattern is not None:
+        if unit == 'bytes':
+            raise ModelRetry("pattern filters lines, so it cannot be combined with unit='bytes'.")
+        _check_pattern(pattern, caps)
+    payload = await _open(store, handle)
+    if isinstance(payload, str):
+        return payload
+    try:
+        if payload.size == 0:
+            return f'The stored result {_show(payload.handle)} is empty (0 bytes).'
+        if payload.index.is_binary:
+            if pattern is not None:
+                raise ModelRetry(
+                    f'The stored result {_show(payload.handle)} is binary, so it has no lines to filter. '
+                    'Use grep_tool_result to find bytes in it, or read it without pattern (a hex dump).'
+                )
+            return await _read_hex(payload, offset, limit, from_end, unit, caps)
+        if unit == 'bytes':
+            return await _read_text_bytes(payload, offset, limit, from_end, caps)
+        if pattern is not None:
+            return await _read_matching(payload, pattern, offset, limit, from_end, caps)
+        return await _read_window(payload, offset, limit, from_end, caps)
+    except ModelRetry:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+        return _storage_error(payload.handle, exc)
+
+
+async def _grep_tool_result(
+    store: OverflowStore,
+    caps: QueryLimits,
+    handle: str,
+    pattern: str,
+    context_lines: int = 2,
+    max_matches: int = 20,
+    is_regex: bool = False,
+) -> str:
+    if not pattern:
+        raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
+    _check_pattern(pattern, caps)
+    if context_lines < 0:
+        raise ModelRetry(f'context_lines must be 0 or more, got {context_lines}.')
+    if max_matches < 1:
+        raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
+    notes: list[str] = []
+    if context_lines > caps.max_context_lines:
+        notes.append(f'context_lines capped at {caps.max_context_lines}')
+        context_lines = caps.max_context_lines
+    if max_matches > caps.max_matches:
+        notes.append(f'max_matches capped at {caps.max_matches}')
+        max_matches = caps.max_matches
+    try:
+        matcher = Matcher.compile(pattern, is_regex=is_regex)
+    except PatternError as exc:
+        raise ModelRetry(
+            f'pattern {_show(pattern)} is not a valid regular expression: {exc}. The syntax is RE2 (Python re '
+            'without lookaround or backreferences); or pass is_regex=False to search for the text literally.'
+        ) from None
+    payload = await _open(store, handle)
+    if isinstance(payload, str):
+        return payload
+    try:
+        if payload.size == 0:
+            return f'The stored result {_show(payload.handle)} is empty (0 bytes): nothing to search.'
+        deadline = time.monotonic() + caps.time_budget
+        if payload.index.is_binary:
+            result = await grep_bytes(payload, matcher, max_hits=max_matches, deadline=deadline)
+            return await _render_binary_grep(payload, pattern, result, notes)
+        result = await grep_lines(payload, matcher, max_hits=max_matches, deadline=deadline)
+        return await _render_grep(payload, pattern, is_regex, result, context_lines, notes, caps)
+    except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+        return _storage_error(payload.handle, exc)
+
+
+async def _open(store: OverflowStore, raw_handle: str) -> Payload | str:
+    handle = _clean_handle(raw_handle)
+    if not handle:
+        return _unknown_handle(raw_handle)
+    try:
+        return await open_payload(store, handle)
+    except (HandleNotFoundError, KeyError, FileNotFoundError):
+        return _unknown_handle(handle)
+    except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+        return _storage_error(handle, exc)
+
+
+def _call(handle: str, **arguments: object) -> str:
+    rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
+    return f'read_tool_result(handle={handle!r}, {rendered})'
+
+
+async def _read_window(payload: Payload, offset: int, limit: int, from_end: bool, caps: QueryLimits) -> str:
+    handle = payload.handle
+    total = payload.index.line_count
+    notes: list[str] = []
+    if limit > caps.max_lines:
+        notes.append(f'limit capped at {caps.max_lines} lines')
+        limit = caps.max_lines
+    if offset >= total:
+        side = 'from the end ' if from_end else ''
+        return (
+            f'offset={offset} {side}is past the end: the stored result {_show(handle)} has {total} lines. '
+            f'Use an offset from 0 to {total - 1}' + ('.' if from_end else ', or from_end=True to read the last lines.')
+        )
+    if from_end:
+        end = total - offset
+        first = max(0, end - limit)
+    else:
+        first = offset
+        end = min(total, offset + limit)
+    lines = await read_lines(payload, first, end - first, caps.max_line_chars)
+    if not lines:  # pragma: no cover - only with an index that does not match its payload
+        return f'The stored result {_show(handle)} could not be read at offset {offset}.'
+    width = _number_width(lines)
+    rendered = [_render_line(line, width) for line in lines]
+    fitted = _fit(rendered, caps.max_output_chars - _FRAME_RESERVE, keep_tail=from_end)
+    if fitted < len(lines):
+        notes.append(f'output capped at {caps.max_output_chars} characters')
+        if from_end:
+            lines, rendered = lines[-fitted:], rendered[-fitted:]
+        else:
+            lines, rendered = lines[:fitted], rendered[:fitted]
+    first_shown, last_shown = lines[0].number, lines[-1].number
+    which = 'last lines' if from_end and last_shown == total else 'lines'
+    header = f'Stored result {_show(handle)}: {which} {first_shown}-{last_shown} of {total} ({payload.size} bytes)'
+    header += f' [{"; ".join(notes)}]:' if notes else ':'
+    footer: list[str] = []
+    if from_end:
+        if first_shown > 1:
+            footer.append(
+                f'{first_shown - 1} earlier lines. Previous page: '
+                f'{_call(handle, offset=total - first_shown + 1, from_end=True)}.'
+            )
+        else:
+            footer.append('This is the start of the result.')
+        if last_shown < total:
+            footer.append(f'{total - last_shown} later lines: {_call(handle, offset=last_shown)}.')
+    elif last_shown < total:
+        footer.append(f'{total - last_shown} more lines. Next page: {_call(handle, offset=last_shown)}.')
+    else:
+        footer.append(f'End of the result: line {total} is the last line.')
+    return '\n'.join([header, *rendered, f'({" ".join(footer)})'])
+
+
+async def _read_matching(
+    payload: Payload, pattern: str, offset: int, limit: int, from_end: bool, caps: QueryLimits
+) -> str:
+    handle = payload.handle
+    total = payload.index.line_count
+    notes: list[str] = []
+    if limit > caps.max_lines:
+        notes.append(f'limit capped at {caps.max_lines} lines')
+        limit = caps.max_lines
+    if offset >= total:
+        return f'offset={offset} is past the end: the stored result {_show(handle)} has {total} lines.'
+    matcher = Matcher.compile(pattern, is_regex=False)
+    deadline = time.monotonic() + caps.time_budget
+    if from_end:
+        end_line = total - offset
+        result = await grep_lines(
+            payload, matcher, end_line=end_line, max_hits=limit, keep_last=True, deadline=deadline
+        )
+        scanned = f'lines 1-{result.stopped_at_line}'
+    else:
+        result = await grep_lines(
+            payload, matcher, first_line=offset, max_hits=limit, stop_when_full=True, deadline=deadline
+        )
+        scanned = f'lines {offset + 1}-{result.stopped_at_line}'
+    described = f'containing {_show(pattern)} (literal, case-sensitive)'
+    if not result.hits:
+        text = f'No line {described} in {scanned} of the stored result {_show(handle)} ({total} lines).'
+        if result.complete:
+            text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
+        else:
+            text += f' The scan stopped early to answer quickly. Continue: {_call(handle, offset=result.stopped_at_line, pattern=pattern)}.'
+        return text
+    lines = [await _line_for_hit(payload, hit, caps) for hit in result.hits]
+    width = _number_width(lines) if not from_end else len(str(max(line.number for line in lines)))
+    rendered = [_render_line(line, width) for line in lines]
+    fitted = _fit(rendered, caps.max_output_chars - _FRAME_RESERVE, keep_tail=from_end)
+    if fitted < len(lines):
+        notes.append(f'output capped at {caps.max_output_chars} characters')
+        lines, rendered = (lines[-fitted:], rendered[-fitted:]) if from_end else (lines[:fitted], rendered[:fitted])
+    which = 'the last ' if from_end else ''
+    header = (
+        f'Stored result {_show(handle)}: {which}{_count(len(lines), "line")} {described}, from {scanned} of {total}'
+    )
+    header += f' [{"; ".join(notes)}]:' if notes else ':'
+    footer: str
+    if from_end:
+        earlier = lines[0].number - 1
+        footer = (
+            f'Earlier matches, if any: {_call(handle, offset=total - earlier, from_end=True, pattern=pattern)}.'
+            if earlier
+            else 'This reaches the start of the result.'
+        )
+        if not result.complete:
+            footer = f'The scan stopped early at line {result.stopped_at_line} to answer quickly. ' + footer
+    elif len(lines) < len(result.hits) or not result.complete:
+        next_offset = lines[-1].number if len(lines) < len(result.hits) else result.stopped_at_line
+        footer = f'More may follow. Next page: {_call(handle, offset=next_offset, pattern=pattern)}.'
+    else:
+        footer = 'No more matching lines: the scan reached the end.'
+    return '\n'.join([header, *rendered, f'({footer})'])
+
+
+async def _line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits) -> Line:
+    """The matching line, showing the match even when it sits beyond the cut of a long line."""
+    (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
+    if not line.cut or hit.match_end <= line.start + line.shown_bytes:
+        return line
+    half = caps.max_line_chars // 2
+    window = await read_byte_window(
+        payload,
+        hit.match_start - half,
+        min(caps.max_line_chars, half + (hit.match_end - hit.match_start) + half),
+        utf8_edges=True,
+    )
+    end_of_line = line.start + line.length
+    window_end = min(window.end, end_of_line)
+    text = window.data[: window_end - window.start].decode('utf-8', errors='replace').replace('\n', ' ')
+    prefix = '...' if window.start > line.start else ''
+    return Line(
+        number=line.number,
+        text=f'{prefix}{text} [match at byte {hit.match_start} of a {line.length}-byte line]',
+        start=line.start,
+        length=line.length,
+        shown_bytes=line.length,
+    )
+
+
+async def _read_text_bytes(payload: Payload, offset: int, limit: int, from_end: bool, caps: QueryLimits) -> str:
+    handle = payload.handle
+    size = payload.size
+    note = ''
+    if limit > caps.max_bytes:
+        note = f' [limit capped at {caps.max_bytes} bytes]'
+        limit = caps.max_bytes
+    if offset >= size:
+        return f'offset={offset} is past the end: the stored result {_show(handle)} has {size} bytes.'
+    start = max(0, size - offset - limit) if from_end else offset
+    length = (size - offset - start) if from_end else limit
+    window = await read_byte_window(payload, start, length, utf8_edges=True)
+    line = await line_of_offset(payload, window.start) + 1
+    header = (
+        f'Stored result {_show(handle)}: bytes {window.start}-{window.end - 1} of {size}, starting in line {line}'
+        f' (edges moved to whole UTF-8 characters){note}:'
+    )
+    text = window.data.decode('utf-8', errors='replace')
+    footer: list[str] = []
+    if window.end < size:
+        footer.append(f'{size - window.end} more bytes: {_call(handle, unit="bytes", offset=window.end, limit=limit)}.')
+    else:
+        footer.append('End of the result.')
+    if from_end and window.start > 0:
+        footer.append(
+            f'Earlier bytes: {_call(handle, unit="bytes", offset=size - window.start, limit=limit, from_end=True)}.'
+        )
+    return '\n'.join([header, text, f'({" ".join(footer)})'])
+
+
+async def _read_hex(payload: Payload, offset: int, limit: int, from_end: bool, unit: str, caps: QueryLimits) -> str:
+    handle = payload.handle
+    size = payload.size
+    max_rows = max(1, (caps.max_output_chars - _FRAME_RESERVE) // _HEX_ROW_CHARS)
+    rows_unit = unit == 'lines'
+    scale = 16 if rows_unit else 1
+    requested = limit
+    limit = min(limit, max_rows if rows_unit else max_rows * 16)
+    total_units = -(-size // 16) if rows_unit else size
+    if offset >= total_units:
+        what = f'{total_units} rows of 16 bytes' if rows_unit else f'{size} bytes'
+        return f'offset={offset} is past the end: the binary stored result {_show(handle)} has {what}.'
+    first_unit = max(0, total_units - offset - limit) if from_end else offset
+    last_unit = (total_units - offset) if from_end else min(total_units, offset + limit)
+    start, end = first_unit * scale, min(size, last_unit * scale)
+    data = await payload.read_range(start, end)
+    head = data[:16] if start == 0 else await payload.read_range(0, 16)
+    kind = sniff_type(head)
+    described = f'{size} bytes' + (f', looks like a {kind}' if kind else '')
+    units = 'offset and limit count 16-byte rows' if rows_unit else 'offset and limit count bytes'
+    capped = f' [limit capped at {limit}]' if limit < requested else ''
+    header = (
+        f'Stored result {_show(handle)} is binary ({described}). Hex dump of bytes {start}-{end - 1}; '
+        f'offsets on the left are hexadecimal; {units}{capped}:'
+    )
+    footer: list[str] = []
+    if last_unit < total_units:
+        footer.append(f'{size - end} more bytes. Next: {_call(handle, offset=last_unit, limit=limit, unit=unit)}.')
+    else:
+        footer.append('End of the result.')
+    if from_end and first_unit > 0:
+        footer.append(
+            f'Earlier: {_call(handle, offset=total_units - first_unit, limit=limit, from_end=True, unit=unit)}.'
+        )
+    return '\n'.join([header, *hex_dump(data, start), f'({" ".join(footer)})'])
+
+
+async def _render_grep(
+    payload: Payload,
+    pattern: str,
+    is_regex: bool,
+    result: GrepResult,
+    context_lines: int,
+    notes: list[str],
+    caps: QueryLimits,
+) -> str:
+    handle = payload.handle
+    total_lines = payload.index.line_count
+    kind = 'regex' if is_regex else 'literal, case-sensitive'
+    extra: list[str] = []
+    if result.long_lines:
+        extra.append(f'{result.long_lines} lines longer than 4 MiB were searched in their first 4 MiB only.')
+    if not result.complete:
+        extra.append(
+            f'The search stopped at line {result.stopped_at_line} of {total_lines} to answer quickly, so there are '
+            f'at least {result.total} matching lines.'
+            + (
+                f' Continue with {_call(handle, offset=result.stopped_at_line, pattern=pattern)}.'
+                if not is_regex
+                else ''
+            )
+        )
+    if not result.hits:
+        text = f'No matches for {_show(pattern)} ({kind}) in the stored result {_show(handle)} ({total_lines} lines).'
+        if not is_regex:
+            text += " For a case-insensitive or pattern search use is_regex=True, e.g. pattern='(?i)error'."
+        return ' '.join([text, *extra])
+    # Merge the context windows of nearby matches into groups of consecutive lines.
+    groups: list[tuple[int, int, list[Hit]]] = []
+    for hit in result.hits:
+        low, high = max(1, hit.line - context_lines), min(total_lines, hit.line + context_lines)
+        if groups and low <= groups[-1][1] + 1:
+            groups[-1] = (groups[-1][0], max(groups[-1][1], high), [*groups[-1][2], hit])
+        else:
+            groups.append((low, high, [hit]))
+    width = len(str(min(total_lines, result.hits[-1].line + context_lines)))
+    budget = caps.max_output_chars - _FRAME_RESERVE
+    body: list[str] = []
+    shown_hits = 0
+    for low, high, hits in groups:
+        lines = await read_lines(payload, low - 1, high - low + 1, caps.max_line_chars)
+        by_number = {hit.line: hit for hit in hits}
+        numbers = ', '.join(str(hit.line) for hit in hits)
+        label = 'match at line' if len(hits) == 1 else 'matches at lines'
+        block = [f'-- {label} {numbers} (read from it: offset={hits[0].line - 1}) --']
+        for line in lines:
+            hit = by_number.get(line.number)
+            if hit is not None:
+                block.append(_render_line(await _line_for_hit(payload, hit, caps), width, '>'))
+            else:
+                block.append(_render_line(line, width, ' '))
+        size = sum(len(text) + 1 for text in block)
+        if body and sum(len(text) + 1 for text in body) + size > budget:
+            notes.append(f'output capped at {caps.max_output_chars} characters')
+            break
+        body.extend(block)
+        shown_hits += len(hits)
+    scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
+    header = (
+        f'{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) in the stored result {_show(handle)} '
+        f'({total_lines} lines). Showing {scope} with {_count(context_lines, "line")} of context; ">" marks matching lines. '
+        f'To read on from a match: {_call(handle, offset="<offset shown>")}.'
+    ).replace("offset='<offset shown>'", 'offset=<offset shown>')
+    if notes:
+        header += f' [{"; ".join(notes)}]'
+    footer: list[str] = []
+    hidden = result.total - shown_hits
+    if hidden > 0:
+        hint = (
+            f'or page through them: {_call(handle, offset=result.hits[shown_hits - 1].line, pattern=pattern)}'
+            if not is_regex
+            else 'or narrow the pattern'
+        )
+        footer.append(
+            f'{_count(hidden, "more matching line")} not shown: raise max_matches (up to {caps.max_matches}), {hint}.'
+        )
+    footer.extend(extra)
+    tail = [f'({" ".join(footer)})'] if footer else []
+    return '\n'.join([header, *body, *tail])
+
+
+async def _render_binary_grep(payload: Payload, pattern: str, result: GrepResult, notes: list[str]) -> str:
+    handle = payload.handle
+    if not result.hits:
+        text = f'No matches for {_show(pattern)} in the binary stored result {_show(handle)} ({payload.size} bytes).'
+        if not result.complete:
+            text += f' The search stopped at byte {result.stopped_at_byte} to answer quickly.'
+        return text
+    body: list[str] = []
+    for hit in result.hits:
+        row_start = hit.match_start - hit.match_start % 16
+        row = await payload.read_range(row_start, row_start + 16)
+        body.append(f'byte {hit.match_start}: {hex_dump(row, row_start)[0]}')
+    qualifier = 'at least ' if not result.complete else ''
+    header = (
+        f'{qualifier}{_count(result.total, "match").replace("matchs", "matches")} for {_show(pattern)} in the binary stored result {_show(handle)} '
+        f'({payload.size} bytes); showing {len(result.hits)}, each with the 16-byte row holding it (hex offsets).'
+    )
+    if notes:
+        header += f' [{"; ".join(notes)}]'
+    footer = f'(Read around a match: {_call(handle, unit="bytes", offset="<byte>", limit=256)}.)'
+    return '\n'.join([header, *body, footer.replace("offset='<byte>'", 'offset=<byte>')])

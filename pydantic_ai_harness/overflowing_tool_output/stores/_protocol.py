@@ -1,0 +1,107 @@
+"""The store contract: the narrow base protocol and the optional extensions the query tools use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ._line_index import LineIndex
+
+__all__ = (
+    'DeletableStore',
+    'HandleNotFoundError',
+    'LineIndexedStore',
+    'ListableStore',
+    'OverflowStore',
+    'RangeReadableStore',
+    'StoredPayload',
+)
+
+
+@runtime_checkable
+class OverflowStore(Protocol):
+    """Where spilled payloads live: the whole contract a custom backend must meet.
+
+    `write` stores `data` under a store-chosen handle derived from `key` and returns the handle; `read`
+    returns the exact bytes written under a handle. Handles are relative, backend-addressable strings
+    (never absolute paths): the same handle must resolve in another process that has the same store.
+
+    A handle that is unknown, expired or invalid must raise [`HandleNotFoundError`][pydantic_ai_harness.overflowing_tool_output.HandleNotFoundError]
+    (or `KeyError` / `FileNotFoundError`, which the query tools treat the same way).
+    """
+
+    async def write(self, key: str, data: bytes) -> str:
+        """Store `data` under `key` and return the handle to read it back with."""
+        ...
+
+    async def read(self, handle: str) -> bytes:
+        """Return the exact bytes stored under `handle`."""
+        ...
+
+
+@runtime_checkable
+class RangeReadableStore(Protocol):
+    """Optional extension: size and byte-range reads, so the query tools stay O(window) on huge payloads."""
+
+    async def size(self, handle: str) -> int:
+        """The size in bytes of the payload stored under `handle`."""
+        ...
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        """The bytes `[start, end)` of the payload under `handle` (clamped to its size)."""
+        ...
+
+
+@runtime_checkable
+class LineIndexedStore(Protocol):
+    """Optional extension, on top of `RangeReadableStore`: a line index, so a window at line N costs O(window).
+
+    Build the index once at write time with
+    [`build_line_index`][pydantic_ai_harness.overflowing_tool_output.build_line_index] and persist
+    `LineIndex.to_bytes()` next to the payload. Without it, the query tools stream the payload once per
+    call to find line positions (bounded memory, O(size) time).
+    """
+
+    async def line_index(self, handle: str) -> LineIndex:
+        """The [`LineIndex`][pydantic_ai_harness.overflowing_tool_output.LineIndex] of the payload under `handle`."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredPayload:
+    """One payload as listed by a [`ListableStore`][pydantic_ai_harness.overflowing_tool_output.ListableStore]."""
+
+    handle: str
+    """The handle the payload is read back with."""
+
+    size: int
+    """Its size in bytes."""
+
+    modified: float
+    """When it was written, as a POSIX timestamp."""
+
+
+@runtime_checkable
+class ListableStore(Protocol):
+    """Optional extension: enumerate stored payloads (used by the operator CLI)."""
+
+    async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
+        """The payloads whose handle starts with `prefix`."""
+        ...
+
+
+@runtime_checkable
+class DeletableStore(Protocol):
+    """Optional extension: delete a payload."""
+
+    async def delete(self, handle: str) -> bool:
+        """Delete the payload under `handle`; `True` if something was deleted."""
+        ...
+
+
+class HandleNotFoundError(LookupError):
+    """Raised by a store for a handle that is unknown, expired or not valid for it.
+
+    The message never contains a filesystem path: it may be shown to a model.
+    """
