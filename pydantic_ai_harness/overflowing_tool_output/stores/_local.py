@@ -132,6 +132,11 @@ class _Dir:
         else:
             os.unlink(self._child_path(name))
 
+    def lstat(self, name: str) -> os.stat_result:
+        if self.fd is not None:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        return os.lstat(self._child_path(name))
+
     def rmdir(self, name: str) -> None:
         if self.fd is not None:
             os.rmdir(name, dir_fd=self.fd)
@@ -608,8 +613,11 @@ class LocalFileStore:
                 return False
             try:
                 try:
+                    # Only a regular file is ours to delete: never a planted link, directory or device.
+                    if not stat.S_ISREG(directory.lstat(names[-1] + _PAYLOAD_SUFFIX).st_mode):
+                        return False
                     directory.unlink(names[-1] + _PAYLOAD_SUFFIX)
-                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                except OSError:
                     return False
                 try:
                     directory.unlink(names[-1] + _INDEX_SUFFIX)
