@@ -1,0 +1,220 @@
+"""Size bands and the actions they run: `Passthrough`, `Truncate`, `Spill`, `Summarize`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = (
+    'Action',
+    'Band',
+    'Passthrough',
+    'Spill',
+    'Summarize',
+    'SummarizeFunc',
+    'Truncate',
+    'TruncationStrategy',
+    'sorted_bands',
+)
+
+DEFAULT_TRUNCATE_CHARS = 5_000
+"""The default character budget of `Truncate`: half the default spill threshold."""
+
+DEFAULT_PREVIEW_CHARS = 1_000
+"""The default character budget of a spill preview."""
+
+MIN_TRUNCATE_CHARS = 200
+"""Below this a truncation marker no longer fits with any useful text around it."""
+
+
+class TruncationStrategy(str, Enum):
+    """Which part of an oversized text `Truncate` keeps."""
+
+    head = 'head'
+    """Keep the beginning: headers, schemas, the start of a file."""
+
+    tail = 'tail'
+    """Keep the end: build and test output, where the errors land last."""
+
+    head_tail = 'head_tail'
+    """Keep both ends and elide the middle (the default)."""
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """Leave the matching return untouched: an explicit no-op for a band or a `per_tool` list."""
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """Clamp the text to `max_chars` characters, marker included. Lossy and free.
+
+    Cuts prefer a nearby line boundary. The marker tells the model how much was omitted out of how
+    much, and how to see the rest. A binary payload cannot be truncated: `then` runs instead, or the
+    value is left as it is.
+    """
+
+    strategy: TruncationStrategy = TruncationStrategy.head_tail
+    """Which part of the text to keep."""
+
+    max_chars: int = DEFAULT_TRUNCATE_CHARS
+    """The character budget of the result, marker included. Always characters, even with `over_tokens`."""
+
+    then: Action | None = None
+    """What to do when truncation cannot run (a binary payload)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.strategy, str) and not isinstance(self.strategy, TruncationStrategy):  # pyright: ignore[reportUnnecessaryIsInstance]
+            try:
+                object.__setattr__(self, 'strategy', TruncationStrategy(self.strategy))
+            except ValueError:
+                choices = ', '.join(repr(s.value) for s in TruncationStrategy)
+                raise ValueError(f'Truncate.strategy must be one of {choices}, got {self.strategy!r}') from None
+        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'Truncate.max_chars must be an int, got {type(self.max_chars).__name__}')
+        if self.max_chars < MIN_TRUNCATE_CHARS:
+            raise ValueError(
+                f'Truncate.max_chars must be at least {MIN_TRUNCATE_CHARS} (room for the marker), got {self.max_chars}'
+            )
+        _check_then(self.then, 'Truncate')
+
+
+def _default_spill_fallback() -> Action:
+    return Truncate()
+
+
+@dataclass(frozen=True)
+class Spill:
+    """Store the full payload and show the model a preview and a handle to page back with. Lossless.
+
+    The model reads the stored payload with the `read_tool_result` and `grep_tool_result` tools the
+    capability registers. When the store cannot take the write (an error or a timeout), `then` runs:
+    by default a [`Truncate`][pydantic_ai_harness.overflowing_tool_output.Truncate], so a failing store
+    never lets an oversized payload through.
+    """
+
+    preview_chars: int = DEFAULT_PREVIEW_CHARS
+    """The character budget of the preview the model sees instead of the payload."""
+
+    timeout: float = 30.0
+    """Seconds a store write may take before it counts as failed and `then` runs."""
+
+    then: Action | None = field(default_factory=_default_spill_fallback)
+    """What to do when the store cannot take the write. `None` lets the original through (with a warning)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.preview_chars, bool) or not isinstance(self.preview_chars, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'Spill.preview_chars must be an int, got {type(self.preview_chars).__name__}')
+        if self.preview_chars < MIN_TRUNCATE_CHARS:
+            raise ValueError(f'Spill.preview_chars must be at least {MIN_TRUNCATE_CHARS}, got {self.preview_chars}')
+        if not self.timeout > 0:
+            raise ValueError(f'Spill.timeout must be a positive number of seconds, got {self.timeout!r}')
+        _check_then(self.then, 'Spill')
+
+
+SummarizeFunc: TypeAlias = 'Callable[[str, str], str | Awaitable[str]]'
+"""A custom summarizer: `(tool_name, text) -> summary`, sync or async."""
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """Replace the payload with a summary written by a model: one call (or a bounded map-reduce). Lossy.
+
+    With no `model` the run's own model writes the summary. By default the full original is also
+    written to the store and the summary names its handle, so nothing is lost.
+    """
+
+    model: Model | str | None = None
+    """The summarizing model: a `Model` or a model name such as `'openai:gpt-4o-mini'`. `None`: the run's model."""
+
+    summarize: SummarizeFunc | None = None
+    """A custom `(tool_name, text) -> summary` function (sync or async) that replaces the built-in prompt."""
+
+    then: Action | None = None
+    """What to do when no summary can be made (a binary payload, an error, empty output, no budget)."""
+
+    max_input_chars: int = 100_000
+    """The largest text sent in one summarizer request; longer payloads are summarized in chunks, then combined."""
+
+    max_chunks: int = 8
+    """The most chunks a payload is split into; text beyond them is covered only by the original in the store."""
+
+    keep_original: bool = True
+    """Also write the full original to the store and name its handle in the summary."""
+
+    def __post_init__(self) -> None:
+        if self.max_input_chars < 1_000:
+            raise ValueError(f'Summarize.max_input_chars must be at least 1000, got {self.max_input_chars}')
+        if self.max_chunks < 1:
+            raise ValueError(f'Summarize.max_chunks must be at least 1, got {self.max_chunks}')
+        if self.summarize is not None and not callable(self.summarize):
+            raise TypeError('Summarize.summarize must be a callable `(tool_name, text) -> str`')
+        _check_then(self.then, 'Summarize')
+
+
+Action: TypeAlias = 'Passthrough | Truncate | Spill | Summarize'
+"""Any reduction action."""
+
+_ACTION_TYPES = (Passthrough, Truncate, Spill, Summarize)
+
+
+def _check_then(then: object, owner: str) -> None:
+    if then is not None and not isinstance(then, _ACTION_TYPES):
+        raise TypeError(
+            f'{owner}.then must be an action (Passthrough, Truncate, Spill or Summarize) or None, '
+            f'got {type(then).__name__}'
+        )
+
+
+@dataclass(frozen=True)
+class Band:
+    """A size band: returns whose measured size reaches `over` run `action`."""
+
+    over: int
+    """The inclusive threshold, in characters (or tokens with `over_tokens=True`)."""
+
+    action: Action
+    """What to do with a return in this band."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.over, bool) or not isinstance(self.over, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'Band.over must be an int, got {type(self.over).__name__}')
+        if self.over < 0:
+            raise ValueError(f'Band.over must not be negative, got {self.over}')
+        if not isinstance(self.action, _ACTION_TYPES):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f'Band.action must be Passthrough(), Truncate(), Spill() or Summarize(), got {type(self.action).__name__}'
+            )
+
+
+def sorted_bands(bands: Sequence[Band], where: str) -> tuple[Band, ...]:
+    """Validate a band list and return it sorted by descending threshold.
+
+    Raises:
+        TypeError: an item is not a `Band`.
+        ValueError: two bands share a threshold.
+    """
+    seen: dict[int, int] = {}
+    for index, band in enumerate(bands):
+        if not isinstance(band, Band):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'{where}[{index}] must be a Band, got {type(band).__name__}')
+        if band.over in seen:
+            raise ValueError(
+                f'{where}[{index}] repeats the threshold over={band.over} of {where}[{seen[band.over]}]; '
+                'each band needs its own threshold'
+            )
+        seen[band.over] = index
+    return tuple(sorted(bands, key=lambda band: band.over, reverse=True))
+
+
+def pick_band(bands: tuple[Band, ...], size: int) -> Band | None:
+    """The band with the largest threshold that `size` reaches, from bands sorted descending."""
+    for band in bands:
+        if size >= band.over:
+            return band
+    return None

@@ -1,0 +1,430 @@
+"""`OverflowingToolOutput`: pick a band for each oversized tool return, apply its action, reassemble."""
+
+from __future__ import annotations
+
+import string
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, cast
+
+import anyio
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ToolCallPart, ToolReturn
+from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
+from pydantic_ai.toolsets import AbstractToolset
+
+from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
+from ._markers import unrenderable_note
+from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
+from ._render import Rendered, estimate_tokens, measure, pageable_json, render_content, render_value
+from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
+from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
+from ._tools import QUERY_TOOLSET_ID, build_query_toolset
+from ._truncate import truncate_text
+from .stores import LocalFileStore, OverflowStore
+
+__all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
+
+DEFAULT_THRESHOLD = 10_000
+"""The default band's threshold, in characters."""
+
+DEFAULT_SUMMARY_PROMPT = (
+    'The tool `{tool_name}` returned the output below, which is too long to keep in the conversation. '
+    'Summarize it for an AI agent that will carry on with the task using only your summary: keep every error, '
+    'failure, number, identifier, file path, decision and conclusion it may need, and say what kind of output it '
+    'is; drop repetition and noise. Reply with the summary only.\n\n<tool_output>\n{output}\n</tool_output>'
+)
+"""The built-in summarization prompt. A custom one must contain `{tool_name}` and `{output}` and no other field."""
+
+
+class OverflowingToolOutputWarning(UserWarning):
+    """Emitted when a reduction could not run as configured and a fallback was used instead."""
+
+
+def default_bands() -> list[Band]:
+    """The default: spill returns of 10,000 characters or more, truncating if the store fails."""
+    return [Band(over=DEFAULT_THRESHOLD, action=Spill(then=Truncate()))]
+
+
+def validate_summary_prompt(template: str) -> None:
+    """Raise `ValueError` unless `template` has exactly the `{tool_name}` and `{output}` fields."""
+    if not isinstance(template, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f'summary_prompt must be a str, got {type(template).__name__}')
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f'summary_prompt is not a valid format template: {exc}') from None
+    missing = {'tool_name', 'output'} - fields
+    if missing:
+        raise ValueError(
+            'summary_prompt must contain the placeholders {tool_name} and {output}; missing: '
+            + ', '.join(f'{{{name}}}' for name in sorted(missing))
+        )
+    extra = fields - {'tool_name', 'output'}
+    if extra:
+        raise ValueError(
+            'summary_prompt may only use the placeholders {tool_name} and {output}; unknown: '
+            + ', '.join(f'{{{name}}}' for name in sorted(extra))
+            + ' (write literal braces as {{ and }})'
+        )
+
+
+UnitName = Literal['return_value', 'content']
+
+
+@dataclass(frozen=True)
+class _Reduced:
+    """A unit's replacement and what the metadata should say about it."""
+
+    value: Any
+    action: str
+    handle: str | None = None
+    nbytes: int | None = None
+
+
+@dataclass
+class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
+    """Reduce oversized tool returns when they are produced, so the reduced form is what persists in history.
+
+    Tool returns stay in the message history, so an oversized one is paid for again on every later model
+    request. This capability intercepts each return in `after_tool_execute`, measures it, and when it is
+    large enough runs the action of the matching size band, once:
+
+    - [`Truncate`][pydantic_ai_harness.overflowing_tool_output.Truncate]: clamp to a character budget. Lossy, free.
+    - [`Spill`][pydantic_ai_harness.overflowing_tool_output.Spill]: store the full payload, show a preview and a
+      handle; the model pages back with `read_tool_result` / `grep_tool_result`. Lossless.
+    - [`Summarize`][pydantic_ai_harness.overflowing_tool_output.Summarize]: a model-written summary.
+    - [`Passthrough`][pydantic_ai_harness.overflowing_tool_output.Passthrough]: leave it as it is.
+
+    The band with the largest `over` the size reaches wins; smaller returns pass through untouched (the very
+    same object). Both `ToolReturn.return_value` and text `ToolReturn.content` are reduced. A failure inside
+    the capability never aborts the run: it warns with
+    [`OverflowingToolOutputWarning`][pydantic_ai_harness.overflowing_tool_output.OverflowingToolOutputWarning]
+    and falls back.
+
+    ```python
+    from pydantic_ai import Agent
+    from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+
+    agent = Agent('test', capabilities=[OverflowingToolOutput()])
+    ```
+    """
+
+    bands: Sequence[Band] = field(default_factory=default_bands)
+    """Size bands, in any order. The largest `over` the measured size reaches wins; below all of them, pass through."""
+
+    per_tool: Mapping[str, Sequence[Band]] = field(default_factory=dict[str, Sequence[Band]])
+    """Band lists that replace `bands` for the named tools. An empty list means: never reduce that tool."""
+
+    tool_filter: ToolSelector[AgentDepsT] = 'all'
+    """Which tools the capability touches at all: `'all'`, names, a metadata dict, or a (sync/async) callable."""
+
+    over_tokens: bool = False
+    """Measure thresholds in tokens instead of characters (`Truncate.max_chars` stays in characters)."""
+
+    tokenizer: Callable[[str], int] | None = None
+    """A `(text) -> token count` function for `over_tokens`; default: about four characters per token."""
+
+    store: OverflowStore | None = None
+    """Where `Spill` puts payloads; default: a [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]."""
+
+    strip_ansi: bool = False
+    """Remove ANSI escape sequences (colours, cursor moves, hyperlinks) from text returns before measuring."""
+
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    """The prompt `Summarize` sends; must contain `{tool_name}` and `{output}` and no other placeholder."""
+
+    _: KW_ONLY
+
+    id: str | None = 'overflowing_tool_output'
+    """Stable by default, as durable execution requires; two instances in one agent merge (the later wins)."""
+
+    _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
+    _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
+    _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._bands_desc = sorted_bands(self.bands, 'bands')
+        if not isinstance(self.per_tool, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'per_tool must be a mapping of tool name to bands, got {type(self.per_tool).__name__}')
+        self._per_tool_desc = {
+            name: sorted_bands(tool_bands, f'per_tool[{name!r}]') for name, tool_bands in self.per_tool.items()
+        }
+        if self.tokenizer is not None and not callable(self.tokenizer):
+            raise TypeError('tokenizer must be a callable `(text: str) -> int`')
+        validate_summary_prompt(self.summary_prompt)
+        self._resolved_store = self.store if self.store is not None else LocalFileStore()
+
+    @classmethod
+    def from_spec(
+        cls,
+        *,
+        bands: Sequence[BandSpec] | None = None,
+        per_tool: Mapping[str, Sequence[BandSpec]] | None = None,
+        tool_filter: Literal['all'] | list[str] | dict[str, Any] = 'all',
+        over_tokens: bool = False,
+        strip_ansi: bool = False,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        store: StoreSpec | None = None,
+        id: str | None = 'overflowing_tool_output',
+    ) -> OverflowingToolOutput[Any]:
+        """Build the capability from plain data, as `Agent.from_spec` / `Agent.from_file` pass it.
+
+        Bands are `{'over': 10000, 'action': 'Spill'}`; an action is its name or `{Name: {field: value}}`,
+        e.g. `{'Truncate': {'strategy': 'tail', 'max_chars': 4000}}` or `{'Spill': {'then': 'Truncate'}}`.
+        `store` configures the `LocalFileStore` (`base_dir`, `cleanup_after` as seconds or `'6h'`). A bad value
+        raises `ValueError` naming the field, e.g. `bands[1].action.Truncate.max_chars: ...`.
+        """
+        return cls(
+            bands=parse_bands(bands, 'bands') if bands is not None else default_bands(),
+            per_tool={name: parse_bands(spec, f'per_tool.{name}') for name, spec in (per_tool or {}).items()},
+            tool_filter=tool_filter,
+            over_tokens=over_tokens,
+            strip_ansi=strip_ansi,
+            summary_prompt=summary_prompt,
+            store=parse_store(store, 'store') if store is not None else None,
+            id=id,
+        )
+
+    # --- hooks ---------------------------------------------------------------------------------------
+
+    def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
+        """The `read_tool_result` and `grep_tool_result` tools the model pages back into spills with."""
+        return build_query_toolset(self._resolved_store)
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        result: Any,
+    ) -> Any:
+        """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
+        if tool_def.toolset_id == QUERY_TOOLSET_ID:
+            return result  # our own query tools: their output is already bounded
+        try:
+            return await self._reduce_result(ctx, call, tool_def, result)
+        except OverflowConfigurationError:
+            raise  # a configuration that cannot work is the user's to fix, not a run-time fallback
+        except Exception as exc:  # noqa: BLE001 - the run must never die here
+            _warn(f'OverflowingToolOutput failed on the result of `{call.tool_name}` and left it as is: {exc!r}')
+            return result
+
+    # --- reduction -----------------------------------------------------------------------------------
+
+    def bands_for(self, tool_name: str) -> tuple[Band, ...]:
+        """The bands that apply to `tool_name`, largest threshold first."""
+        return self._per_tool_desc.get(tool_name, self._bands_desc)
+
+    async def _reduce_result(
+        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, tool_def: ToolDefinition, result: Any
+    ) -> Any:
+        if not await matches_tool_selector(self.tool_filter, ctx, tool_def):
+            return result
+        bands = self.bands_for(tool_def.name)
+        envelope: ToolReturn[Any] | None = None
+        value: Any = result
+        content: Any = None
+        if isinstance(result, ToolReturn):
+            envelope = cast('ToolReturn[Any]', result)
+            value, content = envelope.return_value, envelope.content
+
+        new_value = await self._reduce_unit(
+            ctx, call, bands, render_value(value, strip_ansi=self.strip_ansi), value, 'return_value'
+        )
+        new_content = None
+        if content is not None:
+            rendered = render_content(content)
+            if rendered.kind == 'text' and self.strip_ansi:
+                rendered = render_value(rendered.text, strip_ansi=True)
+            new_content = await self._reduce_unit(ctx, call, bands, rendered, content, 'content')
+        if new_value is None and new_content is None:
+            return envelope if envelope is not None else value
+        return _reassemble(envelope, value, content, new_value, new_content)
+
+    async def _reduce_unit(
+        self,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        bands: tuple[Band, ...],
+        rendered: Rendered,
+        original: Any,
+        unit: UnitName,
+    ) -> _Reduced | None:
+        size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
+        if tokenizer_error is not None:
+            _warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
+        band = pick_band(bands, size) if bands else None
+        if band is None:
+            return self._below_threshold(rendered, original, call.tool_name)
+        if rendered.kind == 'multimodal':
+            _warn(
+                f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and cannot be '
+                'reduced safely; it was left as is'
+            )
+            return None
+
+        action: Action | None = band.action
+        tried: list[str] = []
+        while action is not None:
+            tried.append(type(action).__name__)
+            # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
+            tokens = size if self.over_tokens else estimate_tokens(rendered.text)
+            reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens)
+            if reduced is not None or isinstance(action, Passthrough):
+                return reduced
+            next_action = action.then
+            what = f'falling back to {type(next_action).__name__}' if next_action is not None else 'leaving it as is'
+            _warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
+            action = next_action
+        return self._below_threshold(rendered, original, call.tool_name)
+
+    def _below_threshold(self, rendered: Rendered, original: Any, tool_name: str) -> _Reduced | None:
+        """Small values pass through untouched, except what would break the run or what the user asked to clean."""
+        if isinstance(original, memoryview):
+            return _Reduced(
+                bytes(cast('memoryview[int]', original)), 'render'
+            )  # pydantic cannot serialize a memoryview; bytes it can
+        if rendered.lossy:
+            # pydantic-ai cannot serialize this value and the run would crash; send the best-effort rendering.
+            _warn(f'`{tool_name}` returned a value that cannot be serialized; sent a best-effort rendering')
+            return _Reduced(rendered.text + unrenderable_note(type(original).__name__), 'render')
+        if rendered.kind == 'text' and isinstance(original, str) and rendered.text != original:
+            return _Reduced(rendered.text, 'strip_ansi')
+        return None
+
+    async def _apply(
+        self,
+        action: Action,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        rendered: Rendered,
+        unit: UnitName,
+        tokens: int,
+    ) -> tuple[_Reduced | None, str]:
+        """Run one action. Returns the replacement, or `None` and why it could not run."""
+        if isinstance(action, Passthrough):
+            return None, 'passthrough'
+        if isinstance(action, Truncate):
+            if rendered.kind == 'binary':
+                return None, 'binary data cannot be truncated'
+            return _Reduced(truncate_text(rendered.text, action.max_chars, action.strategy), 'truncate'), ''
+        if isinstance(action, Spill):
+            return await self._spill(action, ctx, call, rendered, unit, tokens)
+        return await self._summarize(action, ctx, call, rendered, unit)
+
+    def _key(self, ctx: RunContext[AgentDepsT], call: ToolCallPart, unit: UnitName) -> str:
+        key = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
+        return f'{key}/content' if unit == 'content' else key
+
+    async def _write(self, key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
+        try:
+            with anyio.fail_after(timeout):
+                handle = await self._resolved_store.write(key, data)
+        except TimeoutError:
+            return None, f'the store did not finish writing within {timeout:g} s'
+        except Exception as exc:  # noqa: BLE001 - any store failure means: fall back
+            return None, f'the store failed: {exc!r}'
+        if not isinstance(handle, str) or not handle:  # pyright: ignore[reportUnnecessaryIsInstance]
+            return None, f'the store returned {handle!r} instead of a handle string'
+        return handle, ''
+
+    async def _spill(
+        self,
+        action: Spill,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        rendered: Rendered,
+        unit: UnitName,
+        tokens: int,
+    ) -> tuple[_Reduced | None, str]:
+        key = self._key(ctx, call, unit)
+        if rendered.data is not None:
+            handle, reason = await self._write(key, rendered.data, action.timeout)
+            if handle is None:
+                return None, reason
+            preview = binary_preview(call.tool_name, handle, rendered.data, rendered.media_type)
+            return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
+        pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
+        data = pageable.encode('utf-8', 'surrogatepass')
+        handle, reason = await self._write(key, data, action.timeout)
+        if handle is None:
+            return None, reason
+        summary = SpillSummary(
+            tool_name=call.tool_name,
+            handle=handle,
+            chars=len(rendered.text),
+            tokens=tokens,
+            lines=count_lines(pageable),
+            nbytes=len(data),
+        )
+        shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
+        preview = text_preview(summary, pageable, action.preview_chars, shape=shape)
+        return _Reduced(preview, 'spill', handle, len(data)), ''
+
+    async def _summarize(
+        self, action: Summarize, ctx: RunContext[AgentDepsT], call: ToolCallPart, rendered: Rendered, unit: UnitName
+    ) -> tuple[_Reduced | None, str]:
+        if rendered.kind == 'binary':
+            return None, 'binary data cannot be summarized'
+        handle: str | None = None
+        nbytes: int | None = None
+        if action.keep_original:
+            pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
+            data = pageable.encode('utf-8', 'surrogatepass')
+            handle, reason = await self._write(self._key(ctx, call, unit), data, 30.0)
+            if handle is None:
+                _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')
+            else:
+                nbytes = len(data)
+        request = SummaryRequest(
+            tool_name=call.tool_name,
+            text=rendered.text,
+            prompt_template=self.summary_prompt,
+            handle=handle,
+            lines=count_lines(rendered.text),
+        )
+        summary, reason = await summarize_text(action, request, ctx)
+        if summary is None:
+            return None, reason
+        return _Reduced(summary, 'summarize', handle, nbytes), ''
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
+
+
+def _reassemble(
+    envelope: ToolReturn[Any] | None,
+    value: Any,
+    content: Any,
+    new_value: _Reduced | None,
+    new_content: _Reduced | None,
+) -> ToolReturn[Any]:
+    """Keep the `ToolReturn` envelope (content, metadata, tools) and record what was done in the metadata."""
+    notes: dict[str, Any] = {}
+    if new_value is not None:
+        notes['overflow_action'] = new_value.action
+        if new_value.handle is not None:
+            notes['overflow_handle'] = new_value.handle
+            notes['overflow_bytes'] = new_value.nbytes
+    if new_content is not None:
+        notes['overflow_content_action'] = new_content.action
+        if new_content.handle is not None:
+            notes['overflow_content_handle'] = new_content.handle
+            notes['overflow_content_bytes'] = new_content.nbytes
+    metadata: Any = envelope.metadata if envelope is not None else None
+    if metadata is None:
+        metadata = notes
+    elif isinstance(metadata, Mapping):
+        metadata = {**metadata, **notes}  # pyright: ignore[reportUnknownVariableType]
+    # Any other metadata object belongs to the application and is kept exactly as it was.
+    return ToolReturn(
+        return_value=new_value.value if new_value is not None else value,
+        content=new_content.value if new_content is not None else content,
+        metadata=metadata,
+        tools=envelope.tools if envelope is not None else None,
+    )

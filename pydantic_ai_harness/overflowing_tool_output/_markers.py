@@ -1,0 +1,102 @@
+"""Every model-facing string of the capability, in one place, written for a model reading it cold."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ._preview import SpillSummary
+
+__all__ = (
+    'format_bytes',
+    'format_count',
+    'spill_header',
+    'spill_how_to_read',
+    'summary_marker',
+    'truncation_marker',
+    'unrenderable_note',
+)
+
+
+def format_count(n: int) -> str:
+    """`12,345`: thousands separators make sizes readable at a glance."""
+    return f'{n:,}'
+
+
+def format_bytes(n: int) -> str:
+    """`1.2 MB`, `340 KB`, `87 bytes` (decimal units)."""
+    if n < 1_000:
+        return f'{n} bytes'
+    for unit, scale in (('GB', 1e9), ('MB', 1e6), ('KB', 1e3)):
+        if n >= scale:
+            return f'{n / scale:.1f} {unit}'
+    raise AssertionError('unreachable')  # pragma: no cover
+
+
+def truncation_marker(
+    *, omitted: int, total: int, first_line: int, last_line: int, where: Literal['start', 'middle', 'end', 'all']
+) -> str:
+    """The note that replaces the part `Truncate` cut out.
+
+    Args:
+        omitted: Characters cut.
+        total: Characters in the full text.
+        first_line: First (1-based) line touched by the cut.
+        last_line: Last line touched by the cut.
+        where: Which part was cut.
+    """
+    lines = f'line {first_line:,}' if first_line == last_line else f'lines {first_line:,}-{last_line:,}'
+    what = {'start': 'the first', 'middle': 'the middle', 'end': 'the last', 'all': 'all'}[where]
+    return (
+        f'[truncated: {what} {omitted:,} of {total:,} characters ({lines}) omitted here and not kept; '
+        'call the tool again with narrower arguments to see them]'
+    )
+
+
+def unrenderable_note(type_name: str) -> str:
+    """Appended when a value could not be serialized as-is and a best-effort rendering is shown instead."""
+    return (
+        f'\n[note: the tool returned a {type_name} that cannot be serialized exactly; this is a best-effort rendering]'
+    )
+
+
+def spill_header(summary: SpillSummary) -> str:
+    """The first line of a spill preview: what happened, how big it was, where it is."""
+    return (
+        f'[The output of `{summary.tool_name}` is too large to show in full: {summary.chars:,} characters '
+        f'(~{summary.tokens:,} tokens), {summary.lines:,} lines, {format_bytes(summary.nbytes)}. '
+        f'It is saved in full under handle "{summary.handle}"; below is a preview.\n'
+    )
+
+
+def spill_how_to_read(handle: str, lines: int) -> str:
+    """Exactly how to get the rest, with calls the model can copy."""
+    del handle, lines  # the handle is stated once, in the header, to keep the preview short
+    return (
+        'Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the '
+        'offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after '
+        'skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]\n'
+    )
+
+
+def summary_marker(
+    *, tool_name: str, chars: int, lines: int, handle: str | None, chunks: int, uncovered_chars: int
+) -> str:
+    """The label in front of a summary: what it is, of how much output, and where the full output is."""
+    how = f' in {chunks} parts' if chunks > 1 else ''
+    where = (
+        f'The full original is saved under handle "{handle}": check details with '
+        f'grep_tool_result(handle="{handle}", pattern="...") or read_tool_result(handle="{handle}", offset=0).'
+        if handle is not None
+        else 'The full original was not kept.'
+    )
+    uncovered = (
+        f' The last {uncovered_chars:,} characters were too many to summarize and are only in the original.'
+        if uncovered_chars
+        else ''
+    )
+    return (
+        f'[Summary of the output of the tool `{tool_name}` ({chars:,} characters, {lines:,} lines), written by a '
+        f'model{how} because the output was too long to keep in the conversation. It may miss details. '
+        f'{where}{uncovered}]\n'
+    )

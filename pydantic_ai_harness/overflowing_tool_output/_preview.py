@@ -1,0 +1,254 @@
+"""What the model sees in place of a spilled payload: a header, how to read the rest, and a preview."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._markers import format_bytes, spill_header, spill_how_to_read
+
+__all__ = ('SpillSummary', 'binary_preview', 'detect_binary_type', 'important_lines', 'shape_sketch', 'text_preview')
+
+_IMPORTANT = re.compile(
+    r'(?P<high>Traceback \(most recent call last\)|\bFAILED\b|\bFAIL:|\bpanic:|\bFATAL\b|Segmentation fault'
+    r'|\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:exit|return) (?:status|code)\b[:= ]*[1-9]\d*'
+    r'|\berror(?:\[\w+\])?:)'
+    r'|(?P<medium>\bERROR\b|\b[Ee]rror\b|\b[Ff]ailed\b|\b[Ff]ailure\b|\b(?:exit|return) (?:status|code)\b)'
+)
+"""Lines worth showing even from the middle of a payload: failures, tracebacks, errors, exit status."""
+
+_MAX_IMPORTANT = 6
+_MAX_MATCHES_SCANNED = 20_000
+"""A noisy log can match on most lines; past this many matches the scan stops (the preview says so)."""
+
+_LINE_CHARS = 160
+"""Preview lines longer than this are cut; the full line is in the store."""
+
+
+@dataclass(frozen=True)
+class SpillSummary:
+    """The facts the header states about a spilled text payload."""
+
+    tool_name: str
+    """The tool that returned it."""
+
+    handle: str
+    """Where it is stored."""
+
+    chars: int
+    """Characters in the model-visible text."""
+
+    tokens: int
+    """Estimated or counted tokens."""
+
+    lines: int
+    """Lines in the stored (pageable) text."""
+
+    nbytes: int
+    """Bytes stored."""
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= _LINE_CHARS else f'{line[:_LINE_CHARS]}[... line cut, {len(line):,} chars]'
+
+
+def _numbered(lines: list[tuple[int, str]]) -> str:
+    return ''.join(f'{number}| {_clip(line)}\n' for number, line in lines)
+
+
+def important_lines(text: str) -> tuple[list[tuple[int, str]], bool]:
+    """Up to a handful of (line number, line) pairs that look like failures, ranked, in text order.
+
+    Returns the lines and whether the scan stopped early on a very noisy payload.
+    """
+    high: list[tuple[int, str]] = []
+    medium: list[tuple[int, str]] = []
+    line_number = 1
+    counted_to = 0
+    last_line_start = -1
+    scanned = 0
+    for match in _IMPORTANT.finditer(text):
+        scanned += 1
+        if scanned > _MAX_MATCHES_SCANNED:
+            break
+        start = text.rfind('\n', 0, match.start()) + 1
+        if start == last_line_start:
+            continue
+        last_line_start = start
+        line_number += text.count('\n', counted_to, start)
+        counted_to = start
+        end = text.find('\n', start)
+        line = text[start : end if end != -1 else len(text)]
+        (high if match.group('high') else medium).append((line_number, line))
+    chosen = _spread(high, _MAX_IMPORTANT)
+    if len(chosen) < _MAX_IMPORTANT:
+        chosen += _spread(medium, _MAX_IMPORTANT - len(chosen))
+    return sorted(chosen), scanned > _MAX_MATCHES_SCANNED
+
+
+def _spread(found: list[tuple[int, str]], limit: int) -> list[tuple[int, str]]:
+    """The first few and the last one: the first failure and the final verdict matter most."""
+    if len(found) <= limit:
+        return found
+    return [*found[: limit - 1], found[-1]]
+
+
+def _head_tail_lines(text: str, total_lines: int, budget: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """As many whole lines from the start (about 60% of `budget`) and then the end as fit."""
+    head: list[tuple[int, str]] = []
+    used = 0
+    for number, line in zip(range(1, total_lines + 1), _iter_lines(text, 0)):
+        cost = len(_numbered([(number, line)]))
+        if used + cost > budget * 3 // 5:
+            break
+        head.append((number, line))
+        used += cost
+    tail: list[tuple[int, str]] = []
+    end = len(text) - 1 if text.endswith('\n') else len(text)
+    number = total_lines
+    while number > (head[-1][0] if head else 0):
+        start = text.rfind('\n', 0, end) + 1
+        line = text[start:end]
+        cost = len(_numbered([(number, line)]))
+        if used + cost > budget:
+            break
+        tail.append((number, line))
+        used += cost
+        number -= 1
+        end = start - 1
+    return head, tail[::-1]
+
+
+def _iter_lines(text: str, start: int) -> Iterator[str]:
+    while start <= len(text):
+        end = text.find('\n', start)
+        if end == -1:
+            if start < len(text):
+                yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+def count_lines(text: str) -> int:
+    """Lines as an editor counts them: a trailing newline does not start a new line."""
+    if not text:
+        return 0
+    return text.count('\n') + (0 if text.endswith('\n') else 1)
+
+
+def text_preview(summary: SpillSummary, text: str, budget: int, *, shape: str | None = None) -> str:
+    """The model-visible replacement for a spilled text or structured payload."""
+    parts = [spill_header(summary), spill_how_to_read(summary.handle, summary.lines)]
+    used = sum(len(p) for p in parts)
+    if shape:
+        sketch = f'Shape: {shape}\n'
+        if used + len(sketch) <= budget:
+            parts.append(sketch)
+            used += len(sketch)
+    found, noisy = important_lines(text)
+    if found:
+        block = 'Lines that look important (errors, failures, exit status):\n' + _numbered(found)
+        if noisy:
+            block += '(many more lines match; grep for what you need)\n'
+        # Important lines may take up to half of what is left; the rest goes to the head and tail.
+        allowance = max(0, (budget - used) // 2)
+        while len(block) > allowance and found:
+            found = found[:-1]
+            block = 'Lines that look important (errors, failures, exit status):\n' + _numbered(found)
+        if found:
+            parts.append(block)
+            used += len(block)
+    head, tail = _head_tail_lines(text, summary.lines, max(0, budget - used - 60))
+    if head:
+        parts.append(f'First lines ({head[0][0]:,}-{head[-1][0]:,} of {summary.lines:,}):\n' + _numbered(head))
+    if tail:
+        parts.append(f'Last lines ({tail[0][0]:,}-{tail[-1][0]:,}):\n' + _numbered(tail))
+    return ''.join(parts).rstrip('\n')
+
+
+_MAGIC: tuple[tuple[bytes, str, str], ...] = (
+    (b'\x89PNG\r\n\x1a\n', 'PNG image', 'image/png'),
+    (b'\xff\xd8\xff', 'JPEG image', 'image/jpeg'),
+    (b'GIF87a', 'GIF image', 'image/gif'),
+    (b'GIF89a', 'GIF image', 'image/gif'),
+    (b'%PDF-', 'PDF document', 'application/pdf'),
+    (b'PK\x03\x04', 'ZIP archive (or docx/xlsx/jar)', 'application/zip'),
+    (b'\x1f\x8b', 'gzip-compressed data', 'application/gzip'),
+    (b'BZh', 'bzip2-compressed data', 'application/x-bzip2'),
+    (b'\xfd7zXZ\x00', 'xz-compressed data', 'application/x-xz'),
+    (b'(\xb5/\xfd', 'zstd-compressed data', 'application/zstd'),
+    (b'\x7fELF', 'ELF executable', 'application/x-executable'),
+    (b'SQLite format 3\x00', 'SQLite database', 'application/vnd.sqlite3'),
+    (b'OggS', 'Ogg media', 'audio/ogg'),
+    (b'ID3', 'MP3 audio', 'audio/mpeg'),
+    (b'\x00asm', 'WebAssembly module', 'application/wasm'),
+)
+
+
+def detect_binary_type(data: bytes, declared: str | None = None) -> str:
+    """A short description of what the bytes are, from their magic number (and the declared media type)."""
+    head = data[:16]
+    for magic, description, media_type in _MAGIC:
+        if head.startswith(magic):
+            return f'{description}, {media_type}'
+    if head[:4] == b'RIFF' and data[8:12] == b'WEBP':
+        return 'WebP image, image/webp'
+    if head[:4] == b'RIFF' and data[8:12] == b'WAVE':
+        return 'WAV audio, audio/wav'
+    if declared:
+        return f'declared as {declared}'
+    return 'unknown binary data'
+
+
+def binary_preview(tool_name: str, handle: str, data: bytes, declared: str | None) -> str:
+    """The model-visible replacement for a spilled binary payload."""
+    kind = detect_binary_type(data, declared)
+    sample = data[:32].hex(' ')
+    return (
+        f'[The tool `{tool_name}` returned binary data ({format_bytes(len(data))}: {len(data):,} bytes, {kind}), '
+        f'which cannot be shown as text. It was saved verbatim under handle "{handle}".\n'
+        f'To inspect it: read_tool_result(handle="{handle}", unit="bytes", offset=0, limit=512) shows a hex dump '
+        'of a byte range; grep_tool_result searches it for text.]\n'
+        f'First bytes: {sample}'
+    )
+
+
+def shape_sketch(value: Any, depth: int = 2) -> str:
+    """Keys and types, array lengths, two levels deep: enough to know what to grep for."""
+    return _shape(value, depth)
+
+
+_MAX_KEYS = 12
+
+
+def _shape(value: Any, depth: int) -> str:
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
+        if depth <= 0:
+            return f'object({len(items)} keys)'
+        shown = ', '.join(f'{key}: {_shape(v, depth - 1)}' for key, v in items[:_MAX_KEYS])
+        more = f', ... {len(items) - _MAX_KEYS} more keys' if len(items) > _MAX_KEYS else ''
+        return f'{{{shown}{more}}}'
+    if isinstance(value, list):
+        elements: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+        if not elements:
+            return 'array[0]'
+        if depth <= 0:
+            return f'array[{len(elements):,}]'
+        first = _shape(elements[0], depth)  # the elements sit at the array's own level
+        mixed = any(type(e) is not type(elements[0]) for e in elements[1:20])
+        return f'array[{len(elements):,}] of {first}{" (mixed types)" if mixed else ""}'
+    if isinstance(value, bool):
+        return 'bool'
+    if isinstance(value, int):
+        return 'int'
+    if isinstance(value, float):
+        return 'float'
+    if isinstance(value, str):
+        return 'str'
+    if value is None:
+        return 'null'
+    return type(value).__name__

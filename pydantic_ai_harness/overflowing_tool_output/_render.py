@@ -1,0 +1,228 @@
+"""Turn any tool return value into measurable text or bytes, once, without ever raising."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Literal, cast
+
+import pydantic
+import pydantic_core
+from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
+
+__all__ = (
+    'Rendered',
+    'estimate_tokens',
+    'pageable_json',
+    'render_content',
+    'render_value',
+    'strip_ansi_codes',
+)
+
+Kind = Literal['text', 'structured', 'binary', 'multimodal']
+
+CHARS_PER_TOKEN = 4
+"""The heuristic used when no tokenizer is given: about four characters per token."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A tool return value (or `ToolReturn.content`) rendered once for measuring and reducing."""
+
+    kind: Kind
+    """`text` (a str), `structured` (sent as JSON), `binary` (bytes) or `multimodal` (files the model sees natively)."""
+
+    text: str
+    """What the model would see as text: the string, the compact JSON, or the text parts of multimodal content."""
+
+    data: bytes | None = None
+    """The raw bytes of a binary value."""
+
+    media_type: str | None = None
+    """The declared media type of a binary value, if any."""
+
+    jsonable: Any = None
+    """For structured values: the JSON-compatible form, used for the shape sketch and the pageable form."""
+
+    lossy: bool = False
+    """The value could not be serialized as the model would see it; `text` is a best-effort rendering."""
+
+    @property
+    def size_chars(self) -> int:
+        """Characters of text, or bytes of a binary value."""
+        return len(self.data) if self.data is not None else len(self.text)
+
+
+# ECMA-48: CSI (with parameter and intermediate bytes), the string controls (OSC, DCS, SOS, PM, APC)
+# ended by BEL or ST, nF escapes such as charset designators (`ESC ( B`), and single-char escapes.
+_ANSI_SEQUENCE = re.compile(
+    r'(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]'
+    r'|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)'
+    r'|\x1b[ -/]+[0-~]'
+    r'|\x1b[0-~]'
+)
+_ANSI_START = re.compile(r'[\x1b\x90\x98\x9b\x9d\x9e\x9f]')
+
+
+def strip_ansi_codes(text: str) -> str:
+    """Remove every ECMA-48 escape sequence (colours, cursor moves, hyperlinks, titles) from `text`."""
+    if _ANSI_START.search(text) is None:
+        return text
+    return _ANSI_SEQUENCE.sub('', text)
+
+
+def estimate_tokens(text: str) -> int:
+    """The ~4-characters-per-token heuristic."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _is_file(item: object) -> bool:
+    return isinstance(item, (BinaryContent, FileUrl))
+
+
+def render_value(value: Any, *, strip_ansi: bool = False) -> Rendered:
+    """Render a `return_value` the way the model would see it. Never raises."""
+    if isinstance(value, str):
+        return Rendered('text', strip_ansi_codes(value) if strip_ansi else value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return Rendered('binary', '', data=bytes(cast('bytes | bytearray | memoryview[int]', value)))
+    if isinstance(value, BinaryContent):
+        return Rendered('binary', '', data=value.data, media_type=value.media_type)
+    if isinstance(value, FileUrl):
+        return Rendered('multimodal', value.url)
+    if isinstance(value, (list, tuple)):
+        items = cast('Sequence[Any]', value)
+        if any(_is_file(item) for item in items):
+            return _render_multimodal(items)
+    return _render_structured(value)
+
+
+def render_content(content: str | Sequence[Any]) -> Rendered:
+    """Render `ToolReturn.content`: a str, or a sequence of user content (text and files)."""
+    if isinstance(content, str):
+        return Rendered('text', content)
+    if all(isinstance(item, str) for item in content):
+        # Several text blocks: reduced as one text, which is what the model reads anyway.
+        return Rendered('text', '\n\n'.join(content))
+    return _render_multimodal(content)
+
+
+def _render_multimodal(items: Sequence[Any]) -> Rendered:
+    texts = [item for item in items if isinstance(item, str)]
+    return Rendered('multimodal', '\n\n'.join(texts))
+
+
+def _render_structured(value: Any) -> Rendered:
+    try:
+        dumped = tool_return_ta.dump_json(value, by_alias=True)
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError):
+        return _render_unserializable(value)
+    try:
+        if dumped.startswith(b'"'):
+            # A value whose JSON form is a string (datetime, UUID, ...) is sent as that plain string.
+            return Rendered('text', pydantic_core.from_json(dumped))
+        jsonable = pydantic_core.from_json(dumped)
+    except ValueError:
+        return Rendered('structured', dumped.decode('utf-8', 'replace'), jsonable=None)
+    return Rendered('structured', dumped.decode('utf-8', 'replace'), jsonable=jsonable)
+
+
+def _render_unserializable(value: Any) -> Rendered:
+    """A best-effort rendering of a value pydantic cannot serialize (objects, cycles, extreme nesting)."""
+    jsonable = _to_jsonable(value, 0, set())
+    try:
+        text = json.dumps(jsonable, ensure_ascii=False, separators=(',', ':'))
+    except (ValueError, TypeError, RecursionError):  # pragma: no cover - _to_jsonable only yields JSON types
+        return Rendered('text', _safe_repr(value), lossy=True)
+    return Rendered('structured', text, jsonable=jsonable, lossy=True)
+
+
+_MAX_DEPTH = 100
+"""Deeper nesting is cut: the rendering stays bounded and far from the interpreter's recursion limit."""
+
+_INT_DIGITS_LIMIT = 4_000
+"""Python refuses to print ints with more than 4,300 digits by default; bigger ones are described instead."""
+
+_OBJECT_ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
+
+
+def _to_jsonable(value: Any, depth: int, active: set[int]) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > _INT_DIGITS_LIMIT * 3:
+            return f'<int of about {int(value.bit_length() * 0.30103):,} digits>'
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(cast('bytes | bytearray | memoryview[int]', value)).decode('utf-8', 'backslashreplace')
+    if depth >= _MAX_DEPTH:
+        return '<nested too deep>'
+    identity = id(cast(object, value))
+    if identity in active:
+        return '<circular reference>'
+    active.add(identity)
+    try:
+        if isinstance(value, dict):
+            mapping = cast('dict[Any, Any]', value)
+            return {str(k): _to_jsonable(v, depth + 1, active) for k, v in mapping.items()}
+        if isinstance(value, (list, tuple)):
+            return [_to_jsonable(v, depth + 1, active) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, (set, frozenset)):
+            items = [_to_jsonable(v, depth + 1, active) for v in value]  # pyright: ignore[reportUnknownVariableType]
+            return sorted(items, key=repr)  # sets have no order; sorting keeps the text deterministic
+        if is_dataclass(value) and not isinstance(value, type):
+            return {f.name: _to_jsonable(getattr(value, f.name, None), depth + 1, active) for f in fields(value)}
+        if isinstance(value, pydantic.BaseModel):
+            return {k: _to_jsonable(v, depth + 1, active) for k, v in value}
+        try:
+            return pydantic_core.to_jsonable_python(value, bytes_mode='base64')
+        except Exception:  # noqa: BLE001
+            return _safe_repr(value)
+    finally:
+        active.discard(identity)
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not break the run  # noqa: BLE001
+        return f'<unrepresentable {type(value).__name__}>'
+    # Memory addresses would make the model-visible text differ between runs and replays.
+    return _OBJECT_ADDRESS.sub('', text)
+
+
+def pageable_json(rendered: Rendered) -> str:
+    """Structured values are stored indented, one field per line, so line reads and grep are useful."""
+    if rendered.jsonable is None:
+        return rendered.text
+    try:
+        return json.dumps(rendered.jsonable, indent=1, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return rendered.text
+
+
+def measure(
+    rendered: Rendered, *, over_tokens: bool, tokenizer: Callable[[str], int] | None
+) -> tuple[int, Exception | None]:
+    """The size bands compare against: characters (bytes for binary) or tokens.
+
+    Returns the size and, when the tokenizer raised, the error (the heuristic was used instead).
+    """
+    if not over_tokens:
+        return rendered.size_chars, None
+    if rendered.data is not None:
+        return math.ceil(len(rendered.data) / CHARS_PER_TOKEN), None
+    if tokenizer is None:
+        return estimate_tokens(rendered.text), None
+    try:
+        count = tokenizer(rendered.text)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'the tokenizer must return a non-negative int, got {count!r}')
+        return count, None
+    except Exception as exc:  # noqa: BLE001
+        return estimate_tokens(rendered.text), exc

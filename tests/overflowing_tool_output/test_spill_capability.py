@@ -1,0 +1,218 @@
+"""The Spill action as the capability runs it: handles, metadata, previews, fallbacks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturn, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+
+from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, OverflowingToolOutputWarning, Spill
+
+from .conftest import MemoryStore, call_tools_once, run_tool
+
+pytestmark = pytest.mark.anyio
+
+
+def build_log(lines: int = 50_000) -> str:
+    rows = [f'2026-11-29 12:00:{i % 60:02d} INFO worker step {i} ok' for i in range(1, lines + 1)]
+    rows[lines // 2 - 3] = 'Traceback (most recent call last):'
+    rows[lines // 2 - 2] = '  File "app/api.py", line 88, in login'
+    rows[lines // 2 - 1] = 'FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500'
+    return '\n'.join(rows) + '\nexit status 1\n'
+
+
+async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
+    run = await run_tool(OverflowingToolOutput(store=memory_store), build_log(), tool_name='run_tests')
+    preview = run.returned()
+    assert len(preview) <= 1_100
+    assert preview == snapshot("""\
+[The output of `run_tests` is too large to show in full: 2,288,921 characters (~572,231 tokens), 50,001 lines, 2.3 MB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
+Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]
+Lines that look important (errors, failures, exit status):
+24998| Traceback (most recent call last):
+25000| FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500
+50001| exit status 1
+First lines (1-3 of 50,001):
+1| 2026-11-29 12:00:01 INFO worker step 1 ok
+2| 2026-11-29 12:00:02 INFO worker step 2 ok
+3| 2026-11-29 12:00:03 INFO worker step 3 ok
+Last lines (50,000-50,001):
+50000| 2026-11-29 12:00:20 INFO worker step 50000 ok
+50001| exit status 1\
+""")
+    assert run.returns()[0].metadata == {
+        'overflow_action': 'spill',
+        'overflow_handle': 'run-1/call_0/0',
+        'overflow_bytes': len(build_log().encode()),
+    }
+    assert memory_store.data['run-1/call_0/0'] == build_log().encode()
+
+
+async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> None:
+    data = {
+        'meta': {'page': 1, 'total': 40_000},
+        'items': [{'id': i, 'name': f'user {i}', 'tags': ['a', 'b']} for i in range(2_000)],
+        'next': None,
+    }
+    run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
+    assert run.returned() == snapshot("""\
+[The output of `list_users` is too large to show in full: 93,835 characters (~23,459 tokens), 16,009 lines, 163.9 KB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
+Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]
+Shape: {meta: {page: int, total: int}, items: array[2,000] of {id: int, name: str, tags: array[2]}, next: null}
+First lines (1-15 of 16,009):
+1| {
+2|  "meta": {
+3|   "page": 1,
+4|   "total": 40000
+5|  },
+6|  "items": [
+7|   {
+8|    "id": 0,
+9|    "name": "user 0",
+10|    "tags": [
+11|     "a",
+12|     "b"
+13|    ]
+14|   },
+15|   {
+Last lines (16,001-16,009):
+16001|    "name": "user 1999",
+16002|    "tags": [
+16003|     "a",
+16004|     "b"
+16005|    ]
+16006|   }
+16007|  ],
+16008|  "next": null
+16009| }\
+""")
+    stored = memory_store.data['run-1/call_0/0'].decode()
+    assert json.loads(stored) == data
+    assert '\n  {\n   "id": 1234,\n' in stored  # one field per line: greppable and pageable
+
+
+async def test_spill_of_binary_is_verbatim(memory_store: MemoryStore) -> None:
+    blob = b'\x89PNG\r\n\x1a\n' + bytes(range(256)) * 100
+    run = await run_tool(OverflowingToolOutput(store=memory_store), blob, tool_name='screenshot')
+    assert memory_store.data['run-1/call_0/0'] == blob
+    assert run.returned() == snapshot("""\
+[The tool `screenshot` returned binary data (25.6 KB: 25,608 bytes, PNG image, image/png), which cannot be shown as text. It was saved verbatim under handle "run-1/call_0/0".
+To inspect it: read_tool_result(handle="run-1/call_0/0", unit="bytes", offset=0, limit=512) shows a hex dump of a byte range; grep_tool_result searches it for text.]
+First bytes: 89 50 4e 47 0d 0a 1a 0a 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11 12 13 14 15 16 17\
+""")
+
+
+async def test_value_and_content_spill_to_distinct_handles(memory_store: MemoryStore) -> None:
+    envelope = ToolReturn(return_value='v' * 20_000, content='c' * 20_000, metadata={'origin': 'tool'})
+    run = await run_tool(OverflowingToolOutput(store=memory_store), envelope)
+    assert run.returns()[0].metadata == {
+        'origin': 'tool',
+        'overflow_action': 'spill',
+        'overflow_handle': 'run-1/call_0/0',
+        'overflow_bytes': 20_000,
+        'overflow_content_action': 'spill',
+        'overflow_content_handle': 'run-1/call_0/0/content',
+        'overflow_content_bytes': 20_000,
+    }
+    assert sorted(memory_store.data) == ['run-1/call_0/0', 'run-1/call_0/0/content']
+    [content] = run.user_texts()
+    assert 'run-1/call_0/0/content' in content
+
+
+async def test_hundred_parallel_oversized_calls_get_distinct_readable_handles(memory_store: MemoryStore) -> None:
+    agent = Agent(
+        call_tools_once(*[('big', {'n': n}) for n in range(100)]),
+        capabilities=[OverflowingToolOutput(store=memory_store)],
+    )
+
+    @agent.tool_plain
+    def big(n: int) -> str:
+        return f'payload {n}\n' * 2_000
+
+    result = await agent.run('go', run_id='run-1')
+    returns = [p for m in result.all_messages() for p in getattr(m, 'parts', []) if isinstance(p, ToolReturnPart)]
+    handles = {p.metadata['overflow_handle'] for p in returns}
+    assert len(handles) == 100
+    for part in returns:
+        n = int(part.tool_call_id.removeprefix('call_'))
+        assert memory_store.data[part.metadata['overflow_handle']] == (f'payload {n}\n' * 2_000).encode()
+
+
+@dataclass
+class RejectFirstAttempt(AbstractCapability[Any]):
+    """An outer capability that sends the first attempt back with ModelRetry, after the spill happened."""
+
+    async def after_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: dict[str, Any], result: Any
+    ) -> Any:
+        if ctx.retry == 0:
+            raise ModelRetry('not good enough, run it again')
+        return result
+
+
+async def test_a_retried_call_never_clobbers_the_earlier_spill(memory_store: MemoryStore) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) < 4:  # the first call, then the retry the rejection asks for (same call id)
+            return ModelResponse(parts=[ToolCallPart('flaky', {}, tool_call_id='call_0')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(
+        FunctionModel(respond),
+        capabilities=[RejectFirstAttempt(), OverflowingToolOutput(store=memory_store)],
+    )
+
+    @agent.tool(retries=3)
+    def flaky(ctx: RunContext[None]) -> str:
+        return f'attempt {ctx.retry}\n' * 5_000
+
+    await agent.run('go', run_id='run-1')
+    assert sorted(memory_store.data) == ['run-1/call_0/0', 'run-1/call_0/1']
+    assert memory_store.data['run-1/call_0/0'].startswith(b'attempt 0')
+    assert memory_store.data['run-1/call_0/1'].startswith(b'attempt 1')
+
+
+async def test_the_same_input_gives_byte_identical_model_visible_text() -> None:
+    first = await run_tool(OverflowingToolOutput(store=MemoryStore()), build_log(5_000))
+    second = await run_tool(OverflowingToolOutput(store=MemoryStore()), build_log(5_000))
+    assert first.returned() == second.returned()
+
+
+async def test_a_hanging_store_is_bounded_by_the_timeout() -> None:
+    import anyio
+
+    class HangingStore:
+        async def write(self, key: str, data: bytes) -> str:
+            await anyio.sleep(3600)
+            return key
+
+        async def read(self, handle: str) -> bytes:
+            raise KeyError(handle)
+
+    capability = OverflowingToolOutput(bands=[Band(over=100, action=Spill(timeout=0.2))], store=HangingStore())
+    with pytest.warns(
+        OverflowingToolOutputWarning, match=r'did not finish writing within 0.2 s; falling back to Truncate'
+    ):
+        run = await run_tool(capability, 'h' * 10_000)
+    assert 'not kept' in run.returned()
+
+
+@pytest.mark.parametrize('bad_handle', ['', None, 42])
+async def test_a_store_returning_no_handle_falls_back(bad_handle: Any) -> None:
+    class OddStore:
+        async def write(self, key: str, data: bytes) -> Any:
+            return bad_handle
+
+        async def read(self, handle: str) -> bytes:
+            raise KeyError(handle)
+
+    with pytest.warns(OverflowingToolOutputWarning, match='instead of a handle string'):
+        run = await run_tool(OverflowingToolOutput(store=OddStore()), 'o' * 20_000)
+    assert len(run.returned()) <= 5_000
