@@ -13,26 +13,32 @@ from pydantic_ai.messages import (
     ModelResponse,
     NativeToolCallPart,
     NativeToolReturnPart,
+    SpeechPart,
     TextPart,
     UserPromptPart,
 )
 
 from ._data import HandoffHistoryMapper, HandoffInputData
-from ._parts import Part, items_to_messages, message_to_items, part_category, part_to_item, rewrap, tool_file_ids
+from ._parts import Part, items_to_messages, part_category, render_part, rewrap, tool_file_ids
 from ._transcript import (
     TranscriptItem,
-    build_summary_text,
-    flatten_summaries,
+    build_summary_from_records,
     get_conversation_history_wrappers,
+    is_summary_candidate,
     parse_summary_text,
+    render_item,
 )
 
 __all__ = ('default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
 
 
-def summary_message(items: Sequence[TranscriptItem], wrappers: tuple[str, str] | None = None) -> ModelResponse:
-    """One summary message for `items`: an assistant response holding a single `TextPart`."""
-    return ModelResponse(parts=[TextPart(build_summary_text(items, wrappers=wrappers))])
+def summary_message(records: Sequence[str], wrappers: tuple[str, str] | None = None) -> ModelResponse:
+    """One summary message for already rendered records: an assistant response holding a single `TextPart`."""
+    return ModelResponse(parts=[TextPart(build_summary_from_records(records, wrappers=wrappers))])
+
+
+def _records(messages: Sequence[ModelMessage]) -> list[str]:
+    return [record for message in messages for part in message.parts if (record := render_part(part)) is not None]
 
 
 def default_handoff_history_mapper(transcript: list[ModelMessage]) -> list[ModelMessage]:
@@ -47,15 +53,26 @@ def default_handoff_history_mapper(transcript: list[ModelMessage]) -> list[Model
     Returns:
         `[ModelResponse(parts=[TextPart(summary)])]`.
     """
-    items = [item for message in transcript for item in message_to_items(message)]
-    return [summary_message(items)]
+    return [summary_message(_records(transcript))]
 
 
-def _history_items(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[TranscriptItem]:
+def _history_records(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[str]:
+    """The records of the whole input history, earlier summaries replaced by their own records."""
     if isinstance(history, str):
-        return [{'content': history, 'role': 'user'}]
-    items = [item for message in history for item in message_to_items(message)]
-    return flatten_summaries(items, wrappers)
+        return [render_item({'content': history, 'role': 'user'})]
+    records: list[str] = []
+    for message in history:
+        for part in message.parts:
+            if isinstance(part, TextPart | SpeechPart) and is_summary_candidate(part.content):
+                is_assistant = isinstance(part, TextPart) or part.speaker == 'assistant'
+                parsed = parse_summary_text(part.content, wrappers=wrappers) if is_assistant else None
+                if parsed is not None:
+                    records.extend(render_item(item) for item in parsed)
+                    continue
+            record = render_part(part)
+            if record is not None:
+                records.append(record)
+    return records
 
 
 def _summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
@@ -133,7 +150,7 @@ def _ordered_parts(message: ModelMessage) -> list[Part]:
 
 
 def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[ModelMessage]:
-    pending = _history_items(data.input_history, wrappers)
+    pending = _history_records(data.input_history, wrappers)
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
     for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
@@ -144,9 +161,9 @@ def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[Mod
                 if category == 'state':
                     continue
                 if category == 'tool' or (category == 'assistant' and not is_new):
-                    item = part_to_item(part)
-                    if item is not None:
-                        pending.append(item)
+                    record = render_part(part)
+                    if record is not None:
+                        pending.append(record)
                     continue
                 if pending or not out:
                     out.append(summary_message(pending, wrappers))

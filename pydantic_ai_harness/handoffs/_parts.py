@@ -5,7 +5,7 @@ One OpenAI Responses input item corresponds to one pydantic-ai part, so filters 
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, cast
@@ -45,7 +45,7 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 
-from ._transcript import TranscriptItem, render_item
+from ._transcript import TranscriptItem, dumps, render_item
 
 __all__ = (
     'PARENT_STATE_PARTS',
@@ -102,11 +102,15 @@ _HOSTED_PARTS = (NativeToolCallPart, NativeToolReturnPart, CompactionPart)
 _USER_PARTS = (UserPromptPart, SystemPromptPart)
 
 
+_NO_IDS: frozenset[str] = frozenset()
+
+
 def tool_file_ids(message: ModelMessage) -> frozenset[str]:
     """The ids of the native tool calls in a response: a `FilePart` with one of these ids was made by that tool."""
     if not isinstance(message, ModelResponse):
-        return frozenset()
-    return frozenset(part.tool_call_id for part in message.parts if isinstance(part, NativeToolCallPart))
+        return _NO_IDS
+    ids = [part.tool_call_id for part in message.parts if isinstance(part, NativeToolCallPart)]
+    return frozenset(ids) if ids else _NO_IDS
 
 
 def part_category(part: Part, native_ids: frozenset[str] = frozenset()) -> Category:
@@ -224,6 +228,38 @@ def part_to_item(part: Part) -> TranscriptItem | None:  # noqa: C901 (one branch
     return {'type': str(getattr(part, 'part_kind', type(part).__name__))}  # pragma: no cover
 
 
+def _role_record(role: str, content: str) -> str:
+    if '\n' in content or '\r' in content:
+        return f'{{"role": "{role}", "content": {dumps(content)}}}'
+    return f'{role}: {content}'
+
+
+def render_part(part: Part) -> str | None:
+    """`render_item(part_to_item(part))`, with a direct path for the common part kinds (no intermediate dict).
+
+    `None` for framework state that carries no conversation.
+    """
+    if isinstance(part, TextPart):
+        return _role_record('assistant', part.content)
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+        return _role_record('user', part.content)
+    if isinstance(part, SystemPromptPart):
+        return _role_record('system', part.content)
+    if type(part) is ToolCallPart:
+        return (
+            f'{{"type": "function_call", "call_id": {dumps(part.tool_call_id)}, "name": {dumps(part.tool_name)}, '
+            f'"arguments": {dumps(part.args_as_json_str())}}}'
+        )
+    if type(part) is ToolReturnPart:
+        output = dumps(part.model_response_str(wrap_if_error=False))
+        outcome = '' if part.outcome == 'success' else f', "outcome": "{part.outcome}"'
+        return f'{{"type": "function_call_output", "call_id": {dumps(part.tool_call_id)}, "output": {output}{outcome}}}'
+    if isinstance(part, ThinkingPart):
+        return f'{{"type": "reasoning", "summary": [{{"type": "summary_text", "text": {dumps(part.content)}}}]}}'
+    item = part_to_item(part)
+    return None if item is None else render_item(item)
+
+
 def message_to_items(message: ModelMessage) -> list[TranscriptItem]:
     """The transcript records of every part of `message`, in order."""
     items: list[TranscriptItem] = []
@@ -338,10 +374,20 @@ def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
 
 
 def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
-    """`message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
+    """A copy of `message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
 
     A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
+    The parts must come from `message` (they are not checked again); `message` itself is never mutated.
     """
-    if isinstance(message, ModelResponse):
-        return dataclasses.replace(message, parts=cast(list[ModelResponsePart], list(parts)), history_digest=None)
-    return dataclasses.replace(message, parts=cast(list[ModelRequestPart], list(parts)))
+    state = getattr(message, '__dict__', None)
+    if state is None:  # pragma: no cover (a future slotted message class)
+        new = copy.copy(message)
+    else:
+        new = object.__new__(type(message))
+        new.__dict__.update(state)
+    if isinstance(new, ModelResponse):
+        new.parts = cast(list[ModelResponsePart], list(parts))
+        new.history_digest = None
+    else:
+        new.parts = cast(list[ModelRequestPart], list(parts))
+    return new

@@ -21,7 +21,9 @@ __all__ = (
     'SUMMARY_ONLY_TYPES',
     'SUMMARY_PREAMBLE',
     'TranscriptItem',
+    'build_summary_from_records',
     'build_summary_text',
+    'dumps',
     'get_conversation_history_wrappers',
     'parse_summary_text',
     'render_item',
@@ -91,13 +93,18 @@ def get_conversation_history_wrappers() -> tuple[str, str]:
 
 
 def _without_internal_keys(item: TranscriptItem) -> TranscriptItem:
-    if any(key in item for key in _INTERNAL_KEYS):
+    if '_agents_tool_description' in item or '_agents_tool_title' in item:
         return {key: value for key, value in item.items() if key not in _INTERNAL_KEYS}
     return item
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_COMMON_PREFIX = 'For context, here is the conversation so far'
+
+
+def dumps(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, default=str)`, with one shared encoder."""
+    return _ENCODER.encode(value)
 
 
 def _legacy_role_line(role: str, name: Any, content_text: str) -> str:
@@ -127,7 +134,7 @@ def render_item(item: TranscriptItem) -> str:
         return _legacy_role_line(role, item.get('name'), content or '')
     payload = {key: value for key, value in item.items() if key != _PROVIDER_DATA} if _PROVIDER_DATA in item else item
     try:
-        return _dumps(payload)
+        return dumps(payload)
     except (TypeError, ValueError):
         return _render_fallback(item)
 
@@ -140,13 +147,13 @@ def _render_fallback(item: TranscriptItem) -> str:
             text = content
         else:
             try:
-                text = _dumps(content)
+                text = dumps(content)
             except (TypeError, ValueError):
                 text = str(content)
         return _legacy_role_line(role, item.get('name'), text)
     rest = {key: value for key, value in item.items() if key not in ('type', _PROVIDER_DATA)}
     try:
-        rest_text = _dumps(rest)
+        rest_text = dumps(rest)
     except (TypeError, ValueError):
         rest_text = str(rest)
     return f'{item.get("type") or "item"}: {rest_text}'
@@ -162,10 +169,15 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
     Returns:
         The summary text, one line per entry, joined with newlines, no trailing newline.
     """
+    return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers)
+
+
+def build_summary_from_records(records: Sequence[str], *, wrappers: tuple[str, str] | None = None) -> str:
+    """`build_summary_text` from already rendered records."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
-    lines.extend(f'{number}. {render_item(item)}' for number, item in enumerate(items, 1))
-    if len(lines) == 2:
+    lines.extend(f'{number}. {record}' for number, record in enumerate(records, 1))
+    if not records:
         lines.append(EMPTY_TRANSCRIPT_TEXT)
     lines.append(end)
     return '\n'.join(lines)
@@ -281,10 +293,15 @@ def parse_summary_text(text: str, *, wrappers: tuple[str, str] | None = None) ->
     return items
 
 
+def is_summary_candidate(text: str) -> bool:
+    """A cheap first check: could `text` be a summary (does it start like a preamble)?"""
+    return text.startswith(_COMMON_PREFIX)
+
+
 def summary_records_of(item: TranscriptItem, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
     """Return the records of `item` when it is a generated summary (an assistant message), else `None`."""
     content = item.get('content')
-    if item.get('role') != 'assistant' or not isinstance(content, str):
+    if item.get('role') != 'assistant' or not isinstance(content, str) or not content.startswith(_COMMON_PREFIX):
         return None
     return parse_summary_text(content, wrappers=wrappers)
 

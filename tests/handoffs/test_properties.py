@@ -50,6 +50,8 @@ from pydantic_ai_harness.handoffs import (
     remove_all_tools,
 )
 from pydantic_ai_harness.handoffs._delegation import check_message_history
+from pydantic_ai_harness.handoffs._parts import part_to_item, render_part
+from pydantic_ai_harness.handoffs._transcript import render_item
 
 from ._helpers import Recorder, summary_texts
 
@@ -237,3 +239,20 @@ def test_handoff_from_context_is_runnable(messages: list[ModelMessage], siblings
     result = anyio.run(partial(Agent(recorder.model).run, 'continue', message_history=history))
     assert result.output == 'specialist answer'
     assert len(recorder.seen) == 1
+
+
+@FUZZ
+@given(history(), st.text(max_size=20))
+def test_fast_rendering_matches_the_transcript_items(messages: list[ModelMessage], tricky: str) -> None:
+    extra: list[Any] = [
+        TextPart(tricky),
+        UserPromptPart(tricky),
+        SystemPromptPart(tricky),
+        ToolCallPart(tricky or 'f', tricky or None, tricky or 'id'),
+        ToolReturnPart(tricky or 'f', tricky, tricky or 'id', outcome='failed'),
+        ToolReturnPart('f', {'nested': [tricky]}, 'id'),
+        ThinkingPart(tricky),
+    ]
+    for part in [*(p for m in messages for p in m.parts), *extra]:
+        item = part_to_item(part)
+        assert render_part(part) == (None if item is None else render_item(item))

@@ -1,0 +1,95 @@
+"""Benchmark: `nest_handoff_history` and `remove_all_tools` over long histories."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from bench._report import Entry
+from pydantic_ai_harness.handoffs import HandoffInputData, nest_handoff_history, remove_all_tools
+
+TITLE = 'Handoff history: nest_handoff_history and remove_all_tools'
+METHOD = """
+Each function runs over a synthetic handoff of 1k, 10k and 100k messages (a repeating four-message
+turn: user prompt; thinking, text and a tool call; the tool return; an answer), split as a handoff is:
+the first half is the input history, the rest the pre-handoff messages, the last two the handoff turn.
+The figure is the best of 7 runs of one call, timed with `time.perf_counter` after a
+`gc.collect()` (the garbage collector stays enabled while timing). Both functions
+must grow linearly (100k / 10k time ratio <= 12) and handle 10k messages in under 100 ms.
+"""
+
+SIZES = (1_000, 10_000, 100_000)
+
+
+def build_history(size: int) -> list[ModelMessage]:
+    messages: list[ModelMessage] = []
+    turn = 0
+    while len(messages) < size:
+        call_id = f'call_{turn}'
+        messages.append(ModelRequest(parts=[UserPromptPart(f'Question {turn}: what is the status of order {turn}?')]))
+        messages.append(
+            ModelResponse(
+                parts=[
+                    ThinkingPart(f'The user asks about order {turn}; look it up.'),
+                    TextPart('Let me check that order.'),
+                    ToolCallPart('lookup_order', {'order_id': turn, 'fields': ['status', 'total']}, call_id),
+                ]
+            )
+        )
+        messages.append(
+            ModelRequest(parts=[ToolReturnPart('lookup_order', {'status': 'paid', 'total': turn}, call_id)])
+        )
+        messages.append(ModelResponse(parts=[TextPart(f'Order {turn} is paid.')]))
+        turn += 1
+    return messages[:size]
+
+
+def build_data(size: int) -> HandoffInputData:
+    messages = build_history(size)
+    half = size // 2
+    return HandoffInputData(
+        input_history=tuple(messages[:half]),
+        pre_handoff_items=tuple(messages[half : size - 2]),
+        new_items=tuple(messages[size - 2 :]),
+    )
+
+
+def best_time(function: Callable[[HandoffInputData], HandoffInputData], data: HandoffInputData, repeat: int) -> float:
+    best = float('inf')
+    for _ in range(repeat):
+        gc.collect()  # start every run from the same heap state; the collector stays on while timing
+        started = time.perf_counter()
+        function(data)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def run() -> list[Entry]:
+    entries: list[Entry] = []
+    functions: dict[str, Callable[[HandoffInputData], HandoffInputData]] = {
+        'nest_handoff_history': nest_handoff_history,
+        'remove_all_tools': remove_all_tools,
+    }
+    data = {size: build_data(size) for size in SIZES}
+    for name, function in functions.items():
+        times = {size: best_time(function, data[size], 7) for size in SIZES}
+        detail = ', '.join(f'{size:,}: {times[size] * 1000:.1f} ms' for size in SIZES)
+        ratio = times[100_000] / times[10_000]
+        entries.append(
+            Entry('handoffs', f'{name}: 100k / 10k messages time', ratio, 'x', '<= 12x', ratio <= 12, detail)
+        )
+        ten_k = times[10_000] * 1000
+        entries.append(Entry('handoffs', f'{name}: 10k messages', ten_k, 'ms', '< 100 ms', ten_k < 100, detail))
+    return entries
