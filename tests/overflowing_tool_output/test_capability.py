@@ -184,8 +184,8 @@ async def _async_only_big(ctx: RunContext[Any], tool_def: ToolDefinition) -> boo
         (['other'], False),
         ({'tier': 1}, True),
         ({'tier': 2}, False),
-        (lambda ctx, td: td.name == 'big', True),  # pyright: ignore[reportUnknownLambdaType]
-        (lambda ctx, td: False, False),  # pyright: ignore[reportUnknownLambdaType]
+        (lambda ctx, td: td.name == 'big', True),
+        (lambda ctx, td: False, False),
         (_async_only_big, True),
     ],
 )
@@ -453,7 +453,7 @@ async def test_model_retry_never_reaches_the_capability() -> None:
     attempts: list[int] = []
 
     @agent.tool
-    def flaky(ctx: RunContext[None]) -> str:
+    def flaky(ctx: RunContext[Any]) -> str:
         attempts.append(ctx.retry)
         if ctx.retry == 0:
             raise ModelRetry('E' * 5_000)

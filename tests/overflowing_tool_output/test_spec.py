@@ -46,7 +46,7 @@ capabilities:
 
 def _capability(agent: Agent[Any, Any]) -> OverflowingToolOutput[Any]:
     found: list[OverflowingToolOutput[Any]] = []
-    agent.root_capability.apply(lambda c: found.append(c) if isinstance(c, OverflowingToolOutput) else None)  # pyright: ignore[reportUnknownArgumentType,reportUnknownLambdaType]
+    agent.root_capability.apply(lambda c: found.append(c) if isinstance(c, OverflowingToolOutput) else None)
     [capability] = found
     return capability
 
