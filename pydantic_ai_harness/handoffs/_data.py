@@ -69,7 +69,7 @@ class HandoffInputData:
             object.__setattr__(self, 'input_items', _messages_tuple(self.input_items, 'input_items'))
 
     def clone(self, **changes: Any) -> HandoffInputData:
-        """Return a copy with the given fields replaced (as [`dataclasses.replace`][dataclasses.replace])."""
+        """Return a copy with the given fields replaced (as `dataclasses.replace`)."""
         return dataclasses.replace(self, **changes)
 
     def to_message_history(self) -> list[ModelMessage]:

@@ -211,8 +211,8 @@ def nest_handoff_history(
     Custom path: `history_mapper` receives the whole flattened transcript as messages (history, then every message
     of the handoff), and its result becomes the delegate's history as it is.
 
-    The summary is a [`ModelResponse`][pydantic_ai.messages.ModelResponse] holding one
-    [`TextPart`][pydantic_ai.messages.TextPart] (an assistant turn), whose text is byte-identical to the OpenAI
+    The summary is a `ModelResponse` holding one
+    `TextPart` (an assistant turn), whose text is byte-identical to the OpenAI
     Agents SDK's nested handoff history.
 
     Args:

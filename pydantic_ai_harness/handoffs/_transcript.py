@@ -69,7 +69,7 @@ def set_conversation_history_wrappers(*, start: str | None = None, end: str | No
     The wrappers are used both to write summaries and to recognise earlier ones when a history is nested again,
     so a summary written under other wrappers is no longer flattened: it is summarized as an ordinary record.
 
-    The change applies to the current context (a [`ContextVar`][contextvars.ContextVar]): to the code that runs
+    The change applies to the current context (a `contextvars.ContextVar`): to the code that runs
     after it in this task or thread, and to the tasks it starts. Set it once at start-up, before the event loop
     starts, for a process-wide change; set it inside a task to change the wrappers of that task's delegations only,
     without affecting delegations running concurrently in other tasks.
