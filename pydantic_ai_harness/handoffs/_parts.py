@@ -53,7 +53,6 @@ __all__ = (
     'Category',
     'Part',
     'items_to_messages',
-    'message_to_items',
     'part_category',
     'part_to_item',
     'rewrap',
@@ -258,16 +257,6 @@ def render_part(part: Part) -> str | None:
         return f'{{"type": "reasoning", "summary": [{{"type": "summary_text", "text": {dumps(part.content)}}}]}}'
     item = part_to_item(part)
     return None if item is None else render_item(item)
-
-
-def message_to_items(message: ModelMessage) -> list[TranscriptItem]:
-    """The transcript records of every part of `message`, in order."""
-    items: list[TranscriptItem] = []
-    for part in message.parts:
-        item = part_to_item(part)
-        if item is not None:
-            items.append(item)
-    return items
 
 
 def _url_content(kind: Any, url: str) -> UserContent | None:
