@@ -33,6 +33,9 @@ async def test_prune_deletes_old_keeps_fresh_and_skips_temp_files(tmp_path: Path
     store = LocalFileStore(base_dir=tmp_path / 'spill', cleanup_after=timedelta(hours=6))
     old = await store.write('run-old/c/0', b'old')
     fresh = await store.write('run-new/c/0', b'fresh')
+    background = _PRUNE_STATES[store.root_path].thread
+    assert background is not None
+    background.join(5)  # The pruner the first write started; this test drives the next one itself.
     old_file = next(p for p in store.root.rglob('0.out') if 'run-old' in str(p))
     _age(old_file, 7 * HOUR)
     for sidecar in old_file.parent.glob('*.idx'):

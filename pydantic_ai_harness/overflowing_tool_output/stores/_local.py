@@ -377,12 +377,12 @@ class LocalFileStore:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
 
         Failures are reported with `StoreCleanupWarning`, never raised. Returns 0 when there is no age
-        limit or another pruner holds the root.
+        limit; waits for a pruner already running on the same root (in any process) to finish first.
         """
         limit = older_than if older_than is not None else self.cleanup_after
         if limit is None:
             return 0
-        return await _in_thread(lambda: self._prune_sync(limit, _warn_or_raise))
+        return await _in_thread(lambda: self._prune_sync(limit, _warn_or_raise, wait_for_lock=True))
 
     # -- implementation --------------------------------------------------------------------------------
 
@@ -651,11 +651,11 @@ class LocalFileStore:
 
     def _prune_in_background(self, limit: timedelta) -> None:
         try:
-            self._prune_sync(limit, _warn_quietly)
+            self._prune_sync(limit, _warn_quietly, wait_for_lock=False)
         except BaseException as exc:  # noqa: BLE001  # pragma: no cover - _prune_sync catches everything
             _warn_quietly(f'spill store pruning failed: {type(exc).__name__}')
 
-    def _prune_sync(self, limit: timedelta, warn: Callable[[str], None]) -> int:
+    def _prune_sync(self, limit: timedelta, warn: Callable[[str], None], *, wait_for_lock: bool) -> int:
         """Delete payloads (and their sidecars) older than `limit`, stale temp files, and emptied directories."""
         try:
             root = self._open_root(create=False)
@@ -668,7 +668,7 @@ class LocalFileStore:
         deleted = 0
         lock_fd: int | None = None
         try:
-            lock_fd = _try_lock(root)
+            lock_fd = _try_lock(root, blocking=wait_for_lock)
             if lock_fd == -1:
                 return 0  # Another process is pruning this root right now.
             now = time.time()
@@ -719,15 +719,15 @@ def _load_sidecar(directory: _Dir, name: str, identity: os.stat_result) -> LineI
     return index if index.size == identity.st_size else None
 
 
-def _try_lock(root: _Dir) -> int | None:
-    """Take the cross-process prune lock: its fd, -1 if another process holds it, `None` where unsupported."""
+def _try_lock(root: _Dir, *, blocking: bool) -> int | None:
+    """Take the cross-process prune lock: its fd, -1 if another pruner holds it, `None` where unsupported."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         return None
     fd = root.open(_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return -1
