@@ -64,6 +64,7 @@ async def test_doc_example(example: Example, tmp_path: Path, monkeypatch: pytest
         str(example.path),
         'exec',
         flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        dont_inherit=True,  # not this module's `from __future__ import annotations`
     )
     namespace: dict[str, Any] = {'__name__': '__docs_example__'}
     with warnings.catch_warnings():

@@ -73,9 +73,9 @@ def spill_how_to_read(handle: str, lines: int) -> str:
     """Exactly how to get the rest, with calls the model can copy."""
     del handle, lines  # the handle is stated once, in the header, to keep the preview short
     return (
-        'Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the '
-        'offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after '
-        'skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]\n'
+        'Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each '
+        'match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; '
+        'from_end=true reads the end.]\n'
     )
 
 

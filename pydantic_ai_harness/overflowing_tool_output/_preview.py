@@ -12,12 +12,18 @@ from ._markers import format_bytes, spill_header, spill_how_to_read
 __all__ = ('SpillSummary', 'binary_preview', 'detect_binary_type', 'important_lines', 'shape_sketch', 'text_preview')
 
 _IMPORTANT = re.compile(
-    r'(?P<high>Traceback \(most recent call last\)|\bFAILED\b|\bFAIL:|\bpanic:|\bFATAL\b|Segmentation fault'
-    r'|\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:exit|return) (?:status|code)\b[:= ]*[1-9]\d*'
-    r'|\berror(?:\[\w+\])?:)'
-    r'|(?P<medium>\bERROR\b|\b[Ee]rror\b|\b[Ff]ailed\b|\b[Ff]ailure\b|\b(?:exit|return) (?:status|code)\b)'
+    # verdicts: a failed test, a crash, a non-zero exit, a compiler error
+    r'(?P<verdict>\bFAILED\b|\bFAIL:|\bpanic:|\bFATAL\b|Segmentation fault|\b[1-9]\d* (?:failed|errors?)\b'
+    r'|\b(?:exit|return) (?:status|code)\b[:= ]*[1-9]\d*|\berror(?:\[\w+\])?:)'
+    # the exception itself
+    r'|(?P<exception>\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\bERROR\b)'
+    # context: where a traceback starts, softer words, a zero exit status
+    r'|(?P<context>Traceback \(most recent call last\)|\b[Ee]rror\b|\b[Ff]ailed\b|\b[Ff]ailure\b'
+    r'|\b(?:exit|return) (?:status|code)\b)'
 )
-"""Lines worth showing even from the middle of a payload: failures, tracebacks, errors, exit status."""
+"""Lines worth showing even from the middle of a payload, in three ranks: verdicts, exceptions, context."""
+
+_RANKS = ('verdict', 'exception', 'context')
 
 _MAX_IMPORTANT = 6
 _MAX_MATCHES_SCANNED = 20_000
@@ -58,13 +64,26 @@ def _numbered(lines: list[tuple[int, str]]) -> str:
     return ''.join(f'{number}| {_clip(line)}\n' for number, line in lines)
 
 
-def important_lines(text: str) -> tuple[list[tuple[int, str]], bool]:
-    """Up to a handful of (line number, line) pairs that look like failures, ranked, in text order.
+@dataclass(frozen=True, order=True)
+class ImportantLine:
+    """A line worth showing from anywhere in a payload."""
+
+    number: int
+    """Its 1-based line number."""
+
+    text: str
+    """The line."""
+
+    rank: int
+    """0 for a verdict (FAILED, exit status 1), 1 for an exception, 2 for context: lower matters more."""
+
+
+def important_lines(text: str) -> tuple[list[ImportantLine], bool]:
+    """Up to a handful of lines that look like failures, most important first (verdicts, exceptions, context).
 
     Returns the lines and whether the scan stopped early on a very noisy payload.
     """
-    high: list[tuple[int, str]] = []
-    medium: list[tuple[int, str]] = []
+    by_rank: list[list[ImportantLine]] = [[] for _ in _RANKS]
     line_number = 1
     counted_to = 0
     last_line_start = -1
@@ -75,31 +94,37 @@ def important_lines(text: str) -> tuple[list[tuple[int, str]], bool]:
             break
         start = text.rfind('\n', 0, match.start()) + 1
         if start == last_line_start:
-            continue
+            continue  # one entry per line, ranked by its first (leftmost) match
         last_line_start = start
         line_number += text.count('\n', counted_to, start)
         counted_to = start
         end = text.find('\n', start)
-        line = text[start : end if end != -1 else len(text)]
-        (high if match.group('high') else medium).append((line_number, line))
-    chosen = _spread(high, _MAX_IMPORTANT)
-    if len(chosen) < _MAX_IMPORTANT:
-        chosen += _spread(medium, _MAX_IMPORTANT - len(chosen))
-    return sorted(chosen), scanned > _MAX_MATCHES_SCANNED
+        rank = _RANKS.index(next(name for name in _RANKS if match.group(name)))
+        by_rank[rank].append(ImportantLine(line_number, text[start : end if end != -1 else len(text)], rank))
+    chosen: list[ImportantLine] = []
+    for found in by_rank:
+        chosen += _spread(found, _MAX_IMPORTANT - len(chosen))
+    return chosen, scanned > _MAX_MATCHES_SCANNED
 
 
-def _spread(found: list[tuple[int, str]], limit: int) -> list[tuple[int, str]]:
+def _spread(found: list[ImportantLine], limit: int) -> list[ImportantLine]:
     """The first few and the last one: the first failure and the final verdict matter most."""
     if len(found) <= limit:
         return found
+    if limit <= 1:
+        return found[:limit]
     return [*found[: limit - 1], found[-1]]
 
 
-def _head_tail_lines(text: str, total_lines: int, budget: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """As many whole lines from the start (about 60% of `budget`) and then the end as fit."""
+def _head_tail_lines(
+    text: str, total_lines: int, budget: int, shown: set[int]
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """As many whole lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones."""
     head: list[tuple[int, str]] = []
     used = 0
     for number, line in zip(range(1, total_lines + 1), _iter_lines(text, 0)):
+        if number in shown:
+            continue
         cost = len(_numbered([(number, line)]))
         if used + cost > budget * 3 // 5:
             break
@@ -111,10 +136,11 @@ def _head_tail_lines(text: str, total_lines: int, budget: int) -> tuple[list[tup
     while number > (head[-1][0] if head else 0):
         start = text.rfind('\n', 0, end) + 1
         line = text[start:end]
-        cost = len(_numbered([(number, line)]))
+        cost = 0 if number in shown else len(_numbered([(number, line)]))
         if used + cost > budget:
             break
-        tail.append((number, line))
+        if number not in shown:
+            tail.append((number, line))
         used += cost
         number -= 1
         end = start - 1
@@ -139,6 +165,12 @@ def count_lines(text: str) -> int:
     return text.count('\n') + (0 if text.endswith('\n') else 1)
 
 
+def _important_block(found: list[ImportantLine], noisy: bool) -> str:
+    block = 'Lines that look important (errors, failures, exit status):\n'
+    block += _numbered([(line.number, line.text) for line in sorted(found)])
+    return block + ('(many more lines match; grep for what you need)\n' if noisy else '')
+
+
 def text_preview(summary: SpillSummary, text: str, budget: int, *, shape: str | None = None) -> str:
     """The model-visible replacement for a spilled text or structured payload."""
     parts = [spill_header(summary), spill_how_to_read(summary.handle, summary.lines)]
@@ -149,19 +181,18 @@ def text_preview(summary: SpillSummary, text: str, budget: int, *, shape: str | 
             parts.append(sketch)
             used += len(sketch)
     found, noisy = important_lines(text)
-    if found:
-        block = 'Lines that look important (errors, failures, exit status):\n' + _numbered(found)
-        if noisy:
-            block += '(many more lines match; grep for what you need)\n'
-        # Important lines may take up to half of what is left; the rest goes to the head and tail.
-        allowance = max(0, (budget - used) // 2)
-        while len(block) > allowance and found:
-            found = found[:-1]
-            block = 'Lines that look important (errors, failures, exit status):\n' + _numbered(found)
-        if found:
+    shown: set[int] = set()
+    # Important lines may take up to two thirds of what is left; the least important go first when short.
+    allowance = max(0, (budget - used) * 2 // 3)
+    while found:
+        block = _important_block(found, noisy)
+        if len(block) <= allowance:
             parts.append(block)
             used += len(block)
-    head, tail = _head_tail_lines(text, summary.lines, max(0, budget - used - 60))
+            shown = {line.number for line in found}
+            break
+        found.remove(max(found, key=lambda line: (line.rank, -line.number)))
+    head, tail = _head_tail_lines(text, summary.lines, max(0, budget - used - 60), shown)
     if head:
         parts.append(f'First lines ({head[0][0]:,}-{head[-1][0]:,} of {summary.lines:,}):\n' + _numbered(head))
     if tail:

@@ -35,18 +35,19 @@ async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
     assert len(preview) <= 1_100
     assert preview == snapshot("""\
 [The output of `run_tests` is too large to show in full: 2,288,921 characters (~572,231 tokens), 50,001 lines, 2.3 MB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
-Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]
+Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; from_end=true reads the end.]
 Lines that look important (errors, failures, exit status):
 24998| Traceback (most recent call last):
 25000| FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500
 50001| exit status 1
-First lines (1-3 of 50,001):
+First lines (1-4 of 50,001):
 1| 2026-11-29 12:00:01 INFO worker step 1 ok
 2| 2026-11-29 12:00:02 INFO worker step 2 ok
 3| 2026-11-29 12:00:03 INFO worker step 3 ok
-Last lines (50,000-50,001):
-50000| 2026-11-29 12:00:20 INFO worker step 50000 ok
-50001| exit status 1\
+4| 2026-11-29 12:00:04 INFO worker step 4 ok
+Last lines (49,999-50,000):
+49999| 2026-11-29 12:00:19 INFO worker step 49999 ok
+50000| 2026-11-29 12:00:20 INFO worker step 50000 ok\
 """)
     assert run.returns()[0].metadata == {
         'overflow_action': 'spill',
@@ -65,9 +66,9 @@ async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> N
     run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
     assert run.returned() == snapshot("""\
 [The output of `list_users` is too large to show in full: 93,835 characters (~23,459 tokens), 16,009 lines, 163.9 KB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
-Get the rest with that handle: grep_tool_result(handle, pattern) finds lines by text and gives the offset to read each match at; read_tool_result(handle, offset=K, limit=200) reads 200 lines after skipping K (line N is at offset N-1); read_tool_result(handle, from_end=true) reads the last lines.]
+Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; from_end=true reads the end.]
 Shape: {meta: {page: int, total: int}, items: array[2,000] of {id: int, name: str, tags: array[2]}, next: null}
-First lines (1-15 of 16,009):
+First lines (1-18 of 16,009):
 1| {
 2|  "meta": {
 3|   "page": 1,
@@ -83,7 +84,11 @@ First lines (1-15 of 16,009):
 13|    ]
 14|   },
 15|   {
-Last lines (16,001-16,009):
+16|    "id": 1,
+17|    "name": "user 1",
+18|    "tags": [
+Last lines (16,000-16,009):
+16000|    "id": 1999,
 16001|    "name": "user 1999",
 16002|    "tags": [
 16003|     "a",

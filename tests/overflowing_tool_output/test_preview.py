@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+from inline_snapshot import snapshot
+
+from pydantic_ai_harness.overflowing_tool_output._preview import (
+    SpillSummary,
+    count_lines,
+    detect_binary_type,
+    important_lines,
+    shape_sketch,
+    text_preview,
+)
+
+
+def test_verdicts_outrank_exceptions_and_context() -> None:
+    text = (
+        'starting\n'
+        'Traceback (most recent call last):\n'
+        '  File "x.py", line 1\n'
+        'ValueError: bad input\n'
+        'FAILED tests/test_x.py::test_y - ValueError: bad input\n'
+        'process exited: exit status 2\n'
+        'done'
+    )
+    found, noisy = important_lines(text)
+    assert not noisy
+    assert [(line.number, line.rank) for line in found] == [(5, 0), (6, 0), (4, 1), (2, 2)]
+
+
+def test_a_noisy_log_is_flagged_and_spread_first_and_last() -> None:
+    text = '\n'.join(f'ERROR retrying connection {i}' for i in range(30_000))
+    found, noisy = important_lines(text)
+    assert noisy
+    assert len(found) == 6
+    assert found[0].number == 1
+
+
+def test_the_least_important_lines_go_first_when_the_budget_is_short() -> None:
+    lines = ['ok'] * 500
+    lines[100] = 'Traceback (most recent call last):'
+    lines[103] = 'KeyError: ' + 'k' * 120
+    lines[104] = 'FAILED tests/test_cache.py::test_evict - KeyError'
+    text = '\n'.join(lines)
+    summary = SpillSummary('run', 'h/1/0', len(text), len(text) // 4, 500, len(text))
+    preview = text_preview(summary, text, 700)
+    assert 'FAILED tests/test_cache.py::test_evict' in preview
+    assert 'Traceback' not in preview
+    assert len(preview) <= 700
+
+
+@pytest.mark.parametrize(
+    ('value', 'expected'),
+    [
+        (
+            {'a': 1, 'b': [1, 'x'], 'c': {'d': {'e': None}}},
+            '{a: int, b: array[2] of int (mixed types), c: {d: object(1 keys)}}',
+        ),
+        ([], 'array[0]'),
+        ([{'id': 1}] * 3, 'array[3] of {id: int}'),
+        (
+            {f'k{i}': i for i in range(15)},
+            snapshot(
+                '{k0: int, k1: int, k2: int, k3: int, k4: int, k5: int, k6: int, k7: int, k8: int, k9: int, k10: int, k11: int, ... 3 more keys}'
+            ),
+        ),
+        (1.5, 'float'),
+        (True, 'bool'),
+    ],
+)
+def test_shape_sketch(value: object, expected: str) -> None:
+    assert shape_sketch(value) == expected
+
+
+@pytest.mark.parametrize(
+    ('data', 'declared', 'expected'),
+    [
+        (b'\x89PNG\r\n\x1a\n....', None, 'PNG image, image/png'),
+        (b'%PDF-1.7', None, 'PDF document, application/pdf'),
+        (b'RIFF\x00\x00\x00\x00WEBPVP8 ', None, 'WebP image, image/webp'),
+        (b'\x00\x01\x02', 'application/x-custom', 'declared as application/x-custom'),
+        (b'\x00\x01\x02', None, 'unknown binary data'),
+    ],
+)
+def test_binary_type_detection(data: bytes, declared: str | None, expected: str) -> None:
+    assert detect_binary_type(data, declared) == expected
+
+
+@pytest.mark.parametrize(('text', 'lines'), [('', 0), ('a', 1), ('a\n', 1), ('a\nb', 2), ('\n\n', 2)])
+def test_count_lines(text: str, lines: int) -> None:
+    assert count_lines(text) == lines
