@@ -45,7 +45,7 @@ pytest: $(STAMP) ## Run the test suite
 
 .PHONY: docs
 docs: $(STAMP) ## Build the docs site with mkdocs --strict
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 .PHONY: test
 test: lint typecheck pytest docs ## The whole check: lint, type check, tests, docs build

@@ -8,14 +8,20 @@ from __future__ import annotations
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._summarize import OverflowConfigurationError
+from ._tools import QueryLimits, build_query_toolset
 from .stores import (
     DeletableStore,
     HandleNotFoundError,
+    LineIndex,
+    LineIndexedStore,
     ListableStore,
     LocalFileStore,
     OverflowStore,
     RangeReadableStore,
+    StoreCleanupWarning,
     StoredPayload,
+    StoreRootError,
+    build_line_index,
 )
 
 __all__ = (
@@ -24,6 +30,8 @@ __all__ = (
     'Band',
     'DeletableStore',
     'HandleNotFoundError',
+    'LineIndex',
+    'LineIndexedStore',
     'ListableStore',
     'LocalFileStore',
     'OverflowConfigurationError',
@@ -31,12 +39,17 @@ __all__ = (
     'OverflowingToolOutput',
     'OverflowingToolOutputWarning',
     'Passthrough',
+    'QueryLimits',
     'RangeReadableStore',
     'Spill',
+    'StoreCleanupWarning',
+    'StoreRootError',
     'StoredPayload',
     'Summarize',
     'SummarizeFunc',
     'Truncate',
     'TruncationStrategy',
+    'build_line_index',
+    'build_query_toolset',
     'default_bands',
 )
