@@ -294,7 +294,7 @@ async def read_byte_window(payload: Payload, start: int, length: int, *, utf8_ed
     end = max(start, min(size, start + max(length, 0)))
     if not utf8_edges:
         return ByteWindow(start, end, await payload.read_range(start, end))
-    raw = await payload.read_range(start, min(size, end + 4))
+    raw = await payload.read_range(start, min(size, end + 8))
     # Move the start forward past at most 3 continuation bytes, and the end back the same way.
     skip = 0
     while skip < 3 and skip < len(raw) and _is_continuation(raw[skip]):
@@ -452,7 +452,8 @@ async def grep_bytes(payload: Payload, matcher: Matcher, *, max_hits: int, deadl
         if not block:
             break
         # Matches starting in the overlap belong to the next block (unless this is the last one).
-        owned = len(block) if position + len(block) >= size else SCAN_BLOCK
+        last = position + len(block) >= size
+        owned = len(block) if last else SCAN_BLOCK
         cursor = 0
         while cursor < owned:
             found, found_end = matcher.search(block, cursor, len(block))
@@ -462,6 +463,10 @@ async def grep_bytes(payload: Payload, matcher: Matcher, *, max_hits: int, deadl
             if len(hits) < max_hits:
                 hits.append(Hit(0, position + found, position + found, position + found_end))
             cursor = max(found_end, found + 1)
+            if total % 4096 == 0 and time.monotonic() > deadline:
+                return GrepResult(hits, total, False, 0, position + cursor)
+        if last:
+            break
         position += SCAN_BLOCK
         await anyio.lowlevel.checkpoint()
     return GrepResult(hits, total, True, 0, size)

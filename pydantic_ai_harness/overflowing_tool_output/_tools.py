@@ -594,7 +594,7 @@ async def _render_grep(
         shown_hits += len(hits)
     scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
-        f'{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) in the stored result {_show(handle)} '
+        f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) in the stored result {_show(handle)} '
         f'({total_lines} lines). Showing {scope} with {_count(context_lines, "line")} of context; ">" marks matching lines. '
         f'To read on from a match: {_call(handle, offset="<offset shown>")}.'
     ).replace("offset='<offset shown>'", 'offset=<offset shown>')

@@ -47,7 +47,11 @@ class LineIndex:
     """For chunk `i` (bytes `[i * chunk_size, (i + 1) * chunk_size)`), the newlines in all earlier bytes."""
 
     is_binary: bool
-    """Whether the payload contains a NUL byte or is not valid UTF-8 (shown as a hex dump, not as text)."""
+    """Whether the payload looks binary (shown as a hex dump, not as text).
+
+    Binary means: a NUL byte anywhere, or invalid UTF-8 in the first chunk. Text with a stray invalid
+    byte further on stays text (shown with U+FFFD), as `git` and `grep` also decide.
+    """
 
     ends_with_newline: bool
     """Whether the last byte is `\\n`."""
@@ -136,24 +140,26 @@ class LineIndexBuilder:
             take = min(end - position, self._chunk_size - offset_in_chunk)
             self._newlines += data.count(b'\n', position, position + take)
             if not self._binary:
-                self._check_text(data, view, position, position + take)
+                self._check_text(data, view, position, position + take, first_chunk=self._position < self._chunk_size)
             position += take
             self._position += take
         self._last_byte = data[end - 1]
 
-    def _check_text(self, data: bytes, view: memoryview, start: int, end: int) -> None:
+    def _check_text(self, data: bytes, view: memoryview, start: int, end: int, *, first_chunk: bool) -> None:
         if data.find(b'\x00', start, end) != -1:
             self._binary = True
             return
-        try:
-            self._decoder.decode(view[start:end])
-        except UnicodeDecodeError:
-            self._binary = True
+        if first_chunk:
+            try:
+                self._decoder.decode(view[start:end])
+            except UnicodeDecodeError:
+                self._binary = True
 
     def finish(self) -> LineIndex:
         """The index of everything fed so far."""
         binary = self._binary
-        if not binary:
+        if not binary and self._position <= self._chunk_size:
+            # The whole payload fits the first chunk: a character cut at its very end is invalid too.
             try:
                 self._decoder.decode(b'', final=True)
             except UnicodeDecodeError:

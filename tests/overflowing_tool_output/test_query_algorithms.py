@@ -1,0 +1,312 @@
+"""The read / grep algorithms: exact against a reference, identical on every kind of store, bounded."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from pydantic_ai_harness.overflowing_tool_output._query import (
+    Matcher,
+    PatternError,
+    grep_bytes,
+    grep_lines,
+    hex_dump,
+    line_of_offset,
+    line_start,
+    open_payload,
+    read_byte_window,
+    read_lines,
+    sniff_type,
+)
+from pydantic_ai_harness.overflowing_tool_output.stores import (
+    LineIndex,
+    LineIndexBuilder,
+    LocalFileStore,
+    OverflowStore,
+    RangeReadableStore,
+    build_line_index,
+)
+from pydantic_ai_harness.overflowing_tool_output.stores._line_index import nth_newline
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class MemoryStore:
+    """Only the two base methods."""
+
+    data: dict[str, bytes] = field(default_factory=dict[str, bytes])
+
+    async def write(self, key: str, data: bytes) -> str:
+        self.data[key] = data
+        return key
+
+    async def read(self, handle: str) -> bytes:
+        return self.data[handle]
+
+
+@dataclass
+class RangeOnlyStore(MemoryStore):
+    """Base methods plus range reads, without a line index; counts the bytes it serves."""
+
+    served: int = 0
+
+    async def size(self, handle: str) -> int:
+        return len(self.data[handle])
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        chunk = self.data[handle][start:end]
+        self.served += len(chunk)
+        return chunk
+
+
+def reference_lines(data: bytes) -> list[bytes]:
+    if not data:
+        return []
+    lines = data.split(b'\n')
+    return lines[:-1] if data.endswith(b'\n') else lines
+
+
+def far() -> float:
+    return time.monotonic() + 60
+
+
+@pytest.fixture(params=['memory', 'range', 'local'])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path):
+    def make() -> OverflowStore:
+        if request.param == 'memory':
+            return MemoryStore()
+        if request.param == 'range':
+            return RangeOnlyStore()
+        return LocalFileStore(base_dir=tmp_path / 'spill')
+
+    return make
+
+
+# -- line index -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('data', 'lines'),
+    [(b'', 0), (b'a', 1), (b'a\n', 1), (b'a\nb', 2), (b'\n', 1), (b'\n\n', 2), (b'a\n\nb\n', 3)],
+)
+async def test_line_count(data: bytes, lines: int) -> None:
+    assert build_line_index(data).line_count == lines == len(reference_lines(data))
+
+
+async def test_index_round_trips_and_rejects_garbage() -> None:
+    index = build_line_index(b'x\n' * 100_000, chunk_size=1024)
+    assert LineIndex.from_bytes(index.to_bytes()) == index
+    for bad in (b'', b'nope', index.to_bytes()[:-8], b'PAILIDX1' + b'\x00' * 40):
+        with pytest.raises(ValueError):
+            LineIndex.from_bytes(bad)
+
+
+async def test_streaming_builder_matches_one_shot() -> None:
+    data = ('héllo wörld\n' * 5000 + 'end').encode()
+    builder = LineIndexBuilder(chunk_size=4096)
+    for start in range(0, len(data), 777):  # Pieces that split characters and chunks anywhere.
+        builder.feed(data[start : start + 777])
+    assert builder.finish() == build_line_index(data, chunk_size=4096)
+
+
+@pytest.mark.parametrize(
+    ('data', 'binary'),
+    [(b'plain', False), ('ünï'.encode(), False), (b'a\x00b', True), (b'\xff\xfe', True), ('é'.encode()[:1], True)],
+)
+async def test_binary_detection(data: bytes, binary: bool) -> None:
+    assert build_line_index(data).is_binary is binary
+
+
+@given(data=st.binary(max_size=300).map(lambda b: b.replace(b'\x00', b'\n')), rank=st.integers(-2, 80))
+def test_nth_newline_matches_reference(data: bytes, rank: int) -> None:
+    positions = [i for i, byte in enumerate(data) if byte == 0x0A]
+    expected = positions[rank - 1] if 1 <= rank <= len(positions) else -1
+    assert nth_newline(data, rank) == expected
+
+
+# -- reads and greps against a reference, on every kind of store -----------------------------------------
+
+_LINE = st.text(alphabet=st.sampled_from(list('ab \t\rxyzé€🙂')), max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(_LINE, max_size=60),
+    trailing=st.booleans(),
+    first=st.integers(0, 70),
+    count=st.integers(1, 70),
+    needle=st.sampled_from(['a', 'xy', 'é', '🙂', 'zz', ' ']),
+)
+def test_property_reads_and_greps_match_reference(
+    make_store, lines: list[str], trailing: bool, first: int, count: int, needle: str
+) -> None:
+    data = '\n'.join(lines).encode() + (b'\n' if trailing and lines else b'')
+    expected = reference_lines(data)
+
+    async def check() -> None:
+        store = make_store()
+        handle = await store.write('run/call/0', data)
+        payload = await open_payload(store, handle)
+        assert payload.index.line_count == len(expected)
+        got = await read_lines(payload, first, count, max_line_chars=1000)
+        want = expected[first : first + count]
+        assert [line.text for line in got] == [raw.decode().removesuffix('\r') for raw in want]
+        assert [line.number for line in got] == list(range(first + 1, first + 1 + len(want)))
+        for line in got:
+            assert data[line.start : line.start + line.length] == expected[line.number - 1]
+        result = await grep_lines(payload, Matcher.compile(needle, is_regex=False), max_hits=1000, deadline=far())
+        matching = [n + 1 for n, raw in enumerate(expected) if needle.encode() in raw]
+        assert result.total == len(matching) and result.complete
+        assert [hit.line for hit in result.hits] == matching
+        for number in range(len(expected) + 1):
+            assert await line_start(payload, number) == sum(len(raw) + 1 for raw in expected[:number]) - (
+                1 if number == len(expected) and not data.endswith(b'\n') and expected else 0
+            )
+
+    anyio.run(check)
+
+
+async def test_regex_is_anchored_per_line_and_never_crosses_newlines(make_store) -> None:
+    store = make_store()
+    handle = await store.write('r', b'start ok\nmiddle start\nend\n\nlast')
+    payload = await open_payload(store, handle)
+
+    async def lines_for(pattern: str) -> list[int]:
+        result = await grep_lines(payload, Matcher.compile(pattern, is_regex=True), max_hits=10, deadline=far())
+        return [hit.line for hit in result.hits]
+
+    assert await lines_for('^start') == [1]
+    assert await lines_for('start$') == [2]
+    assert await lines_for('^$') == [4]
+    assert await lines_for('ok\\smiddle') == []
+    assert await lines_for('(?i)END') == [3]
+    assert await lines_for('[^x]+') == [1, 2, 3, 5]
+
+
+async def test_invalid_regexes_raise_pattern_error() -> None:
+    for pattern in ('(', '(?<=a)b', 'a{1001}', '(a)\\1', '((a{100}){100}){100}'):
+        with pytest.raises(PatternError):
+            Matcher.compile(pattern, is_regex=True)
+
+
+async def test_catastrophic_regex_over_a_megabyte_line_is_fast(make_store) -> None:
+    store = make_store()
+    handle = await store.write('r', b'a' * 1_000_000 + b'!\n' + b'aaaa\n')
+    payload = await open_payload(store, handle)
+    started = time.perf_counter()
+    result = await grep_lines(payload, Matcher.compile('(a+)+$', is_regex=True), max_hits=5, deadline=far())
+    assert time.perf_counter() - started < 0.5
+    assert [hit.line for hit in result.hits] == [2]
+
+
+async def test_grep_stops_at_its_deadline_and_says_where() -> None:
+    store = MemoryStore()
+    handle = await store.write('r', b'match\n' * 200_000)
+    payload = await open_payload(store, handle)
+    result = await grep_lines(payload, Matcher.compile('match', is_regex=False), max_hits=3, deadline=0.0)
+    assert not result.complete and result.stopped_at_line == 0 and result.total == 0
+
+
+async def test_grep_stop_when_full_reports_the_next_line() -> None:
+    store = MemoryStore()
+    handle = await store.write('r', b'a\nb\na\nb\na\n')
+    payload = await open_payload(store, handle)
+    result = await grep_lines(
+        payload, Matcher.compile('a', is_regex=False), max_hits=2, stop_when_full=True, deadline=far()
+    )
+    assert [hit.line for hit in result.hits] == [1, 3]
+    assert result.stopped_at_line == 3 and not result.complete
+
+
+async def test_keep_last_and_end_line() -> None:
+    store = MemoryStore()
+    handle = await store.write('r', b''.join(b'hit %d\n' % i for i in range(1, 101)))
+    payload = await open_payload(store, handle)
+    result = await grep_lines(
+        payload, Matcher.compile('hit', is_regex=False), end_line=90, max_hits=3, keep_last=True, deadline=far()
+    )
+    assert [hit.line for hit in result.hits] == [88, 89, 90]
+    assert result.total == 90
+
+
+async def test_long_lines_are_cut_and_skipped_with_the_index(make_store) -> None:
+    store = make_store()
+    long_line = b'x' * 9_000_000 + b'NEEDLE-AT-THE-END'
+    handle = await store.write('r', b'first\n' + long_line + b'\nthird NEEDLE\n')
+    payload = await open_payload(store, handle)
+    lines = await read_lines(payload, 0, 10, max_line_chars=100)
+    assert [line.number for line in lines] == [1, 2, 3]
+    assert lines[1].cut and lines[1].length == len(long_line) and lines[1].shown_bytes == 100
+    assert lines[2].text == 'third NEEDLE'
+    result = await grep_lines(payload, Matcher.compile('NEEDLE', is_regex=False), max_hits=5, deadline=far())
+    # The long line is searched in its first 4 MiB only (reported), the next line is still found.
+    assert [hit.line for hit in result.hits] == [3] and result.long_lines == 1
+
+
+async def test_window_reads_are_o_window_on_range_stores() -> None:
+    store = RangeOnlyStore()
+    data = b''.join(b'line %07d\n' % i for i in range(400_000))
+    handle = await store.write('r', data)
+    payload = await open_payload(store, handle)  # Streams once to build the index (no line_index method).
+    store.served = 0
+    lines = await read_lines(payload, 300_000, 200, max_line_chars=1000)
+    assert lines[0].text == 'line 0300000' and len(lines) == 200
+    assert store.served < 300_000  # One index chunk plus the window, not the 5 MB payload.
+
+
+async def test_local_store_reads_are_o_window(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    handle = await store.write('r', b''.join(b'line %07d\n' % i for i in range(400_000)))
+    payload = await open_payload(store, handle)
+    assert isinstance(store, RangeReadableStore)
+    lines = await read_lines(payload, 123_456, 3, max_line_chars=1000)
+    assert [line.text for line in lines] == ['line 0123456', 'line 0123457', 'line 0123458']
+    assert await line_of_offset(payload, lines[0].start) == 123_456
+
+
+async def test_byte_windows_have_utf8_safe_edges() -> None:
+    store = MemoryStore()
+    text = 'aé€🙂b' * 3
+    data = text.encode()
+    handle = await store.write('r', data)
+    payload = await open_payload(store, handle)
+    for start in range(len(data)):
+        for length in range(1, 12):
+            window = await read_byte_window(payload, start, length, utf8_edges=True)
+            assert window.data == data[window.start : window.end]
+            window.data.decode('utf-8')  # Never a torn character.
+            assert window.start >= start and window.start - start <= 3
+            assert window.end > window.start
+
+
+async def test_binary_grep_finds_matches_across_block_edges() -> None:
+    from pydantic_ai_harness.overflowing_tool_output import _query
+
+    store = MemoryStore()
+    block = _query.SCAN_BLOCK
+    data = bytearray(b'\x00' * (2 * block + 100))
+    for offset in (5, block - 2, block + 7, 2 * block + 90):
+        data[offset : offset + 4] = b'MARK'
+    handle = await store.write('r', bytes(data))
+    payload = await open_payload(store, handle)
+    result = await grep_bytes(payload, Matcher.compile('MARK', is_regex=False), max_hits=10, deadline=far())
+    assert [hit.match_start for hit in result.hits] == [5, block - 2, block + 7, 2 * block + 90]
+    regex = await grep_bytes(payload, Matcher.compile('M.RK', is_regex=True), max_hits=10, deadline=far())
+    assert regex.total == 4
+
+
+async def test_hex_dump_and_sniffing() -> None:
+    assert hex_dump(b'\x89PNG\r\n\x1a\nABCDEFGH!', 32) == [
+        '00000020  89 50 4e 47 0d 0a 1a 0a  41 42 43 44 45 46 47 48  |.PNG....ABCDEFGH|',
+        '00000030  21                                                |!|',
+    ]
+    assert sniff_type(b'\x89PNG\r\n\x1a\n....') == 'PNG image'
+    assert sniff_type(b'%PDF-1.7') == 'PDF document'
+    assert sniff_type(b'RIFF\x00\x00\x00\x00WEBPVP8 ') == 'WebP image'
+    assert sniff_type(b'hello') is None
