@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import copy
 import string
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Literal, cast
 
 import anyio
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.usage import RunUsage
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
 from ._markers import unrenderable_note
@@ -83,6 +86,20 @@ class _Reduced:
     nbytes: int | None = None
 
 
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """What the durable summarizer operation reports back; plain data, so it crosses a durable boundary."""
+
+    summary: str | None
+    """The marked summary, or `None` when there is none."""
+
+    reason: str = ''
+    """Why there is no summary."""
+
+    configuration_error: bool = False
+    """The configuration cannot work (e.g. no request model): the caller raises, it does not fall back."""
+
+
 @dataclass
 class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     """Reduce oversized tool returns when they are produced, so the reduced form is what persists in history.
@@ -143,6 +160,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
+    _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -155,6 +173,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError('tokenizer must be a callable `(text: str) -> int`')
         validate_summary_prompt(self.summary_prompt)
         self._resolved_store = self.store if self.store is not None else LocalFileStore()
+        # Durable summarizer operations address their action by its position here: an int crosses a durable
+        # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
+        self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values()))
 
     @classmethod
     def from_spec(
@@ -320,7 +341,28 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         key = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
         return f'{key}/content' if unit == 'content' else key
 
-    async def _write(self, key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
+    async def _write(
+        self, ctx: RunContext[AgentDepsT], key: str, data: bytes, timeout: float
+    ) -> tuple[str | None, str]:
+        """Write `data` through the durable `overflow_spill_write` operation; any failure becomes a reason."""
+        try:
+            # Base64: raw bytes (binary payloads, lone surrogates) do not survive a JSON durable boundary.
+            return await self._spill_write(ctx, key, base64.b64encode(data).decode('ascii'), timeout)
+        except Exception as exc:  # noqa: BLE001 - a durable unit that failed is a store failure: fall back
+            return None, f'the store write failed: {exc!r}'
+
+    @durable_operation(name='overflow_spill_write')
+    async def _spill_write(
+        self, ctx: RunContext[AgentDepsT], key: str, data_b64: str, timeout: float
+    ) -> tuple[str | None, str]:
+        """Write one payload to the store, bounded by `timeout`. Returns `(handle, '')` or `(None, reason)`.
+
+        A durable operation (a DBOS step, a Temporal activity, a Prefect task) under a durability capability,
+        so a replay or a recovery reuses the recorded handle instead of writing again. The name is persisted
+        by the engines: never change it. Failures are returned, not raised, so they are recorded too.
+        """
+        del ctx  # carried only so the engine dispatches this call within the run
+        data = base64.b64decode(data_b64)
         try:
             with anyio.fail_after(timeout):
                 handle = await self._resolved_store.write(key, data)
@@ -331,6 +373,26 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if not isinstance(handle, str) or not handle:  # pyright: ignore[reportUnnecessaryIsInstance]
             return None, f'the store returned {handle!r} instead of a handle string'
         return handle, ''
+
+    @durable_operation(name='overflow_summarize')
+    async def _summarize_durably(
+        self, ctx: RunContext[AgentDepsT], action_index: int, request: SummaryRequest
+    ) -> tuple[SummaryOutcome, RunUsage]:
+        """Summarize with the `action_index`-th `Summarize` action; returns the outcome and the usage it cost.
+
+        A durable operation named `overflow_summarize` (persisted by the engines: never change it). The usage
+        is returned rather than added to the run's here, so it reaches the run exactly once whether this runs
+        in place or in a durable unit: the caller adds it.
+        """
+        action = self._summarize_actions[action_index]
+        # The summarizer counts against a private copy of the run's usage, so the limits still see the run's total.
+        own = replace(ctx, usage=copy.deepcopy(ctx.usage))
+        before = copy.deepcopy(own.usage)
+        try:
+            summary, reason = await summarize_text(action, request, own)
+        except OverflowConfigurationError as exc:
+            return SummaryOutcome(None, str(exc), configuration_error=True), RunUsage()
+        return SummaryOutcome(summary, reason), own.usage - before
 
     async def _spill(
         self,
@@ -343,14 +405,14 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     ) -> tuple[_Reduced | None, str]:
         key = self._key(ctx, call, unit)
         if rendered.data is not None:
-            handle, reason = await self._write(key, rendered.data, action.timeout)
+            handle, reason = await self._write(ctx, key, rendered.data, action.timeout)
             if handle is None:
                 return None, reason
             preview = binary_preview(call.tool_name, handle, rendered.data, rendered.media_type)
             return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
         pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
         data = pageable.encode('utf-8', 'surrogatepass')
-        handle, reason = await self._write(key, data, action.timeout)
+        handle, reason = await self._write(ctx, key, data, action.timeout)
         if handle is None:
             return None, reason
         summary = SpillSummary(
@@ -375,7 +437,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if action.keep_original:
             pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
             data = pageable.encode('utf-8', 'surrogatepass')
-            handle, reason = await self._write(self._key(ctx, call, unit), data, 30.0)
+            handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, 30.0)
             if handle is None:
                 _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')
             else:
@@ -387,10 +449,30 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             handle=handle,
             lines=count_lines(rendered.text),
         )
-        summary, reason = await summarize_text(action, request, ctx)
-        if summary is None:
-            return None, reason
-        return _Reduced(summary, 'summarize', handle, nbytes), ''
+        index = next(i for i, known in enumerate(self._summarize_actions) if known is action)
+        try:
+            outcome, usage = await self._summarize_durably(ctx, index, request)
+        except Exception as exc:  # noqa: BLE001 - a durable unit that failed means: no summary, fall back
+            return None, f'the summarizer failed: {exc!r}'
+        if outcome.configuration_error:
+            raise OverflowConfigurationError(outcome.reason)
+        ctx.usage.incr(usage)
+        if outcome.summary is None:
+            return None, outcome.reason
+        return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
+
+
+def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:
+    """Every `Summarize` action reachable from the bands (through `then` chains), in a deterministic order."""
+    found: list[Summarize] = []
+    for bands in band_lists:
+        for band in bands:
+            action: Action | None = band.action
+            while action is not None:
+                if isinstance(action, Summarize) and not any(known is action for known in found):
+                    found.append(action)
+                action = None if isinstance(action, Passthrough) else action.then
+    return tuple(found)
 
 
 def _warn(message: str) -> None:
