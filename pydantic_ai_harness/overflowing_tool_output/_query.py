@@ -35,6 +35,7 @@ __all__ = (
     'open_payload',
     'read_byte_window',
     'read_lines',
+    'read_lines_at',
     'sniff_type',
 )
 
@@ -259,6 +260,35 @@ async def read_lines(
             cursor = line_end + 1
         position = jumped_to if jumped_to is not None else position + cursor
         await anyio.lowlevel.checkpoint()
+    return lines
+
+
+async def read_lines_at(payload: Payload, starts: list[tuple[int, int]], max_line_chars: int) -> list[Line]:
+    """The lines with the given `(1-based number, start byte)`, in order, reading shared blocks once.
+
+    Used to show many scattered matching lines without one store round trip per line.
+    """
+    max_line_bytes = 4 * max_line_chars + 4
+    block = b''
+    block_start = -1
+    lines: list[Line] = []
+    for number, start in starts:
+        offset = start - block_start
+        end = block.find(b'\n', offset) if 0 <= offset <= len(block) else -1
+        if end == -1 and not (0 <= offset and block_start + len(block) >= payload.size):
+            block_start = start
+            block = await payload.read_range(start, start + max(WINDOW_BLOCK, max_line_bytes + 1))
+            offset = 0
+            end = block.find(b'\n')
+        if end == -1 and block_start + len(block) < payload.size:
+            # Longer than a block: let the general reader cut it and find where it ends.
+            lines.extend(await read_lines(payload, number - 1, 1, max_line_chars, known_start=start))
+            continue
+        end = len(block) if end == -1 else end
+        length = end - offset
+        lines.append(
+            _decode_line(number, start, block[offset : offset + min(length, max_line_bytes)], length, max_line_chars)
+        )
     return lines
 
 

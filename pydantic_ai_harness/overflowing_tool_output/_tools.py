@@ -27,6 +27,7 @@ from ._query import (
     open_payload,
     read_byte_window,
     read_lines,
+    read_lines_at,
     sniff_type,
 )
 from .stores._protocol import HandleNotFoundError, OverflowStore
@@ -69,7 +70,7 @@ class QueryLimits:
     max_pattern_chars: int = 1000
     """Longest accepted pattern."""
 
-    time_budget: float = 0.6
+    time_budget: float = 0.5
     """Seconds a scan may run before it stops and reports how far it got."""
 
 
@@ -410,7 +411,14 @@ async def _read_matching(
         else:
             text += f' The scan stopped early to answer quickly. Continue: {_call(handle, offset=result.stopped_at_line, pattern=pattern)}.'
         return text
-    lines = [await _line_for_hit(payload, hit, caps) for hit in result.hits]
+    hits = result.hits
+    # Only as many lines as can fit are rendered (the tail of them when reading from the end).
+    most = max(1, (caps.max_output_chars - _FRAME_RESERVE) // 8)
+    hits = hits[-most:] if from_end else hits[:most]
+    plain = await read_lines_at(payload, [(hit.line, hit.line_start) for hit in hits], caps.max_line_chars)
+    lines = [
+        await _line_for_hit(payload, hit, caps) if line.cut else line for hit, line in zip(hits, plain, strict=True)
+    ]
     width = _number_width(lines) if not from_end else len(str(max(line.number for line in lines)))
     rendered = [_render_line(line, width) for line in lines]
     fitted = _fit(rendered, caps.max_output_chars - _FRAME_RESERVE, keep_tail=from_end)
@@ -432,7 +440,7 @@ async def _read_matching(
         )
         if not result.complete:
             footer = f'The scan stopped early at line {result.stopped_at_line} to answer quickly. ' + footer
-    elif len(lines) < len(result.hits) or not result.complete:
+    elif len(lines) < len(result.hits) or not result.complete:  # More hits than shown, or the scan was cut short.
         next_offset = lines[-1].number if len(lines) < len(result.hits) else result.stopped_at_line
         footer = f'More may follow. Next page: {_call(handle, offset=next_offset, pattern=pattern)}.'
     else:

@@ -21,6 +21,7 @@ from pydantic_ai_harness.overflowing_tool_output._query import (
     open_payload,
     read_byte_window,
     read_lines,
+    read_lines_at,
     sniff_type,
 )
 from pydantic_ai_harness.overflowing_tool_output.stores import (
@@ -164,6 +165,8 @@ def test_property_reads_and_greps_match_reference(
         matching = [n + 1 for n, raw in enumerate(expected) if needle.encode() in raw]
         assert result.total == len(matching) and result.complete
         assert [hit.line for hit in result.hits] == matching
+        shown = await read_lines_at(payload, [(hit.line, hit.line_start) for hit in result.hits], max_line_chars=1000)
+        assert [line.text for line in shown] == [expected[n - 1].decode().removesuffix('\r') for n in matching]
         for number in range(len(expected) + 1):
             assert await line_start(payload, number) == sum(len(raw) + 1 for raw in expected[:number]) - (
                 1 if number == len(expected) and not data.endswith(b'\n') and expected else 0
@@ -244,6 +247,8 @@ async def test_long_lines_are_cut_and_skipped_with_the_index(make_store) -> None
     assert [line.number for line in lines] == [1, 2, 3]
     assert lines[1].cut and lines[1].length == len(long_line) and lines[1].shown_bytes == 100
     assert lines[2].text == 'third NEEDLE'
+    scattered = await read_lines_at(payload, [(1, 0), (2, 6), (3, 6 + len(long_line) + 1)], max_line_chars=100)
+    assert [line.text for line in scattered] == ['first', 'x' * 100, 'third NEEDLE']
     result = await grep_lines(payload, Matcher.compile('NEEDLE', is_regex=False), max_hits=5, deadline=far())
     # The long line is searched in its first 4 MiB only (reported), the next line is still found.
     assert [hit.line for hit in result.hits] == [3] and result.long_lines == 1
