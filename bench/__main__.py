@@ -11,14 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-from bench._report import Entry, markdown_table
+from bench._report import markdown_table
 
 SECTIONS: dict[str, str] = {
+    'economy': 'bench.bench_economy',
     'overhead': 'bench.bench_overhead',
     'store': 'bench.bench_store',
     'handoffs': 'bench.bench_handoffs',
 }
-"""Section name -> module exposing `run() -> list[Entry]` and a `TITLE` / `METHOD` text."""
+"""Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
+markdown block of details to publish under them."""
 
 DOCS_PAGE = Path(__file__).resolve().parent.parent / 'docs' / 'benchmarks.md'
 
@@ -40,11 +42,12 @@ def main(argv: list[str]) -> int:
             continue
         print(f'== {name} ==', flush=True)
         started = time.perf_counter()
-        entries: list[Entry] = module.run()
+        result = module.run()
+        entries, extra = result if isinstance(result, tuple) else (result, '')
         table = markdown_table(entries)
-        print(table, f'\n({time.perf_counter() - started:.1f} s)\n', flush=True)
+        print(table, f'\n{extra}\n({time.perf_counter() - started:.1f} s)\n', flush=True)
         all_ok &= all(e.ok for e in entries)
-        parts.append(f'## {module.TITLE}\n\n{module.METHOD.strip()}\n\n{table}\n')
+        parts.append(f'## {module.TITLE}\n\n{module.METHOD.strip()}\n\n{table}\n\n{extra}\n'.replace('\n\n\n', '\n\n'))
     header = (
         '# Benchmarks\n\n'
         'Produced by `make bench` (`python -m bench`). Every figure is a ratio against a baseline measured in '

@@ -36,6 +36,10 @@ def format_value(entry: Entry) -> str:
     """`1.02x`, `12.3 ms`, ..."""
     if entry.unit == 'x':
         return f'{entry.value:.2f}x'
+    if entry.unit == '%':
+        return f'{entry.value:.2f}%'
+    if entry.unit.startswith('of '):
+        return f'{entry.value:g} {entry.unit}'
     return f'{entry.value:,.2f} {entry.unit}'
 
 

@@ -80,3 +80,85 @@ def csv_export(rows: int = 200_000, seed: int = 3) -> str:
 def orders_json_text(count: int = 20_000) -> str:
     """The orders as a JSON string, as an HTTP tool would return them."""
     return json.dumps(orders_json(count))
+
+
+RETRY_LIMIT = 17
+SECRET_PATH = './services/billing/config/prod/credentials.yaml'
+FIRMWARE_VERSION = '4.2.17-rc3'
+FAILED_STEP = 'deploy-staging'
+PAGE_FACT_PAGE = 7
+PAGE_FACT = 'WIDGET-42 costs 129.50 EUR'
+
+
+def source_file(functions: int = 4_000, seed: int = 5) -> str:
+    """A long Python module; one constant that matters is defined deep inside it."""
+    rng = random.Random(seed)
+    rows = ['"""Generated service module."""', 'from __future__ import annotations', '']
+    for i in range(functions):
+        if i == functions * 2 // 3:
+            rows += ['', f'MAX_PAYMENT_RETRIES = {RETRY_LIMIT}  # how often a failed payment is retried', '']
+        rows += [
+            f'def handler_{i:05d}(request: dict[str, object]) -> dict[str, object]:',
+            f'    """Handle request kind {rng.randint(0, 999)}."""',
+            f'    value = request.get("field_{rng.randint(0, 99)}")',
+            f'    return {{"status": "ok", "value": value, "code": {rng.randint(100, 599)}}}',
+            '',
+        ]
+    return '\n'.join(rows) + '\n'
+
+
+def find_listing(paths: int = 120_000, seed: int = 9) -> str:
+    """`find . -type f` over a monorepo; one file of interest."""
+    rng = random.Random(seed)
+    dirs = ['services', 'libs', 'tools', 'docs', 'infra']
+    names = ['main.py', 'utils.py', 'README.md', 'config.yaml', 'test_core.py', 'schema.json', 'Dockerfile']
+    rows: list[str] = []
+    for i in range(paths):
+        if i == paths * 4 // 5:
+            rows.append(SECRET_PATH)
+            continue
+        depth = rng.randint(1, 4)
+        parts = [rng.choice(dirs)] + [f'pkg{rng.randint(0, 300)}' for _ in range(depth)]
+        rows.append('./' + '/'.join(parts) + '/' + rng.choice(names))
+    return '\n'.join(rows) + '\n'
+
+
+def firmware_blob(size: int = 2_000_000, seed: int = 13) -> bytes:
+    """An opaque binary image with its version string embedded in the middle."""
+    rng = random.Random(seed)
+    blob = bytearray(rng.getrandbits(8) for _ in range(size))
+    marker = f'\x00FW_VERSION="{FIRMWARE_VERSION}"\x00'.encode()
+    middle = size // 2
+    blob[middle : middle + len(marker)] = marker
+    return b'\x7fELF' + bytes(blob[4:])
+
+
+def ansi_ci_output(steps: int = 400, lines_per_step: int = 60, seed: int = 17) -> str:
+    """Coloured CI output (ANSI escapes): many green steps, one red one in the middle."""
+    rng = random.Random(seed)
+    rows: list[str] = []
+    for step in range(steps):
+        name = FAILED_STEP if step == steps // 2 else f'job-{step:03d}'
+        rows.append(f'\x1b[1;34m==> step {name}\x1b[0m')
+        for line in range(lines_per_step):
+            rows.append(
+                f'\x1b[2m[{step:03d}:{line:02d}]\x1b[0m \x1b[32mok\x1b[0m {rng.choice(["fetch", "build", "lint", "pack"])} {rng.getrandbits(40):010x}'
+            )
+        if name == FAILED_STEP:
+            rows.append(f'\x1b[1;31m✗ step {FAILED_STEP} failed (exit 3)\x1b[0m')
+        else:
+            rows.append(f'\x1b[32m✓ step {name} passed\x1b[0m')
+    return '\n'.join(rows) + '\n'
+
+
+def catalog_page(page: int, size: int = 30_000, seed: int = 19) -> str:
+    """One page of a paginated catalog API (about 30,000 characters); one page holds the fact."""
+    rng = random.Random(seed * 1_000 + page)
+    rows: list[str] = []
+    while sum(len(r) + 1 for r in rows) < size:
+        rows.append(
+            f'SKU-{rng.randint(10_000, 99_999)}: {rng.choice(["bolt", "nut", "gear", "spring"])} costs {rng.randint(1, 999)}.{rng.randint(0, 99):02d} EUR'
+        )
+    if page == PAGE_FACT_PAGE:
+        rows.insert(len(rows) // 2, PAGE_FACT)
+    return '\n'.join(rows) + '\n'

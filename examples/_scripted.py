@@ -1,9 +1,13 @@
 """A scripted model that behaves like a careful one: it answers from what it is shown, and pages back when it must.
 
-It never uses its own knowledge of the data: it reads the model-visible text of the last request (tool
-returns, previews, markers) and either finds the answer there, or follows the instructions a spill preview
-gives (grep for the term the question is about, then read around the hit). When neither works it says the
-fact was not found, as an honest model would. Used by `make demo` and the context-economy benchmark.
+It never uses its own knowledge of the data. It reads the model-visible text of the last request (tool
+returns, previews, markers) and either finds the answer there or follows what a spill preview tells it:
+grep the stored output for the term the question is about, then read around the hit. A question may need
+several tool calls (pages of a paginated API); the model tries them one after another. When nothing it was
+shown holds the answer, it says so (`NOT FOUND`), as an honest model would. It also keeps the books: the
+input tokens of every request, counted over everything sent (messages and tool definitions).
+
+Used by `make demo` and by the context-economy benchmark.
 """
 
 from __future__ import annotations
@@ -32,17 +36,20 @@ NOT_FOUND = 'NOT FOUND'
 _PREVIEW_HANDLE = re.compile(r'handle "([^"]+)"')
 _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
 _GREP_OFFSET = re.compile(r'read from it: offset=(\d+)')
+_GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
+_HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
+_RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})
 
 
 @dataclass
 class Question:
-    """One thing the user asks, the tool that holds the answer, and how a careful model recognizes it."""
+    """One thing the user asks, the tool calls that may hold the answer, and how to recognize it."""
 
     prompt: str
     """The user's words."""
 
-    tool: str
-    """The tool to call first."""
+    calls: list[tuple[str, dict[str, Any]]]
+    """The tool calls to try, in order, until one shows the answer (e.g. the pages of an API)."""
 
     search: str
     """The literal a model would grep for, taken from the question's wording."""
@@ -50,27 +57,40 @@ class Question:
     extract: Callable[[str], str | None]
     """Finds the answer in a text the model can see, or `None`."""
 
-    args: dict[str, Any] = field(default_factory=dict[str, Any])
-    """Arguments of the first tool call."""
-
 
 @dataclass
 class Trace:
-    """What the scripted model did, for reports."""
+    """What the scripted model did and what it cost."""
 
     answers: list[str] = field(default_factory=list[str])
+    """One answer per question (`NOT FOUND` when the model could not see it)."""
+
     retrieval_calls: int = 0
+    """Calls to `read_tool_result` / `grep_tool_result`."""
+
     requests: int = 0
+    """Model requests."""
+
+    input_tokens: int = 0
+    """Tokens sent over the whole run, counted with the given tokenizer."""
+
+    input_tokens_heuristic: int = 0
+    """The same with the ~4-characters-per-token heuristic."""
+
+    peak_request_tokens: int = 0
+    """The largest single request."""
 
 
-def following(term: str, pattern: str) -> Callable[[str], str | None]:
-    """An extractor: `pattern` matched where `term` occurs (e.g. the rest of a `FAILED ...` line)."""
+def on_line(term: str, pattern: str) -> Callable[[str], str | None]:
+    """An extractor: `pattern` searched on the first line that contains `term` and matches it."""
     compiled = re.compile(pattern)
 
     def extract(text: str) -> str | None:
         at = text.find(term)
         while at != -1:
-            match = compiled.match(text, at)
+            start = text.rfind('\n', 0, at) + 1
+            end = text.find('\n', at)
+            match = compiled.search(text[start : end if end != -1 else len(text)])
             if match:
                 return match.group(1) if compiled.groups else match.group(0)
             at = text.find(term, at + 1)
@@ -95,20 +115,40 @@ def preceding(term: str, pattern: str, window: int = 300) -> Callable[[str], str
     return extract
 
 
+def in_hex_dump(pattern: str) -> Callable[[str], str | None]:
+    """An extractor for binary payloads: `pattern` searched in the joined text gutters of a hex dump."""
+    compiled = re.compile(pattern)
+
+    def extract(text: str) -> str | None:
+        gutter = ''.join(_HEX_GUTTER.findall(text))
+        match = compiled.search(gutter)
+        if match:
+            return match.group(1) if compiled.groups else match.group(0)
+        return None
+
+    return extract
+
+
+def part_text(part: Any) -> str:
+    """The text a model is sent for one message part."""
+    if isinstance(part, ToolReturnPart):
+        return part.model_response_str()
+    if isinstance(part, UserPromptPart):
+        if isinstance(part.content, str):
+            return part.content
+        return '\n'.join(item for item in part.content if isinstance(item, str))
+    if isinstance(part, ToolCallPart):
+        return f'{part.tool_name}({part.args_as_json_str()})'
+    if isinstance(part, TextPart):
+        return part.content
+    return ''
+
+
 def visible_text(message: ModelMessage) -> str:
-    """The text a model is shown for one request: tool returns and user prompts."""
+    """The text of a request's tool returns and user prompts: what the model reads as new input."""
     if not isinstance(message, ModelRequest):
         return ''
-    texts: list[str] = []
-    for part in message.parts:
-        if isinstance(part, ToolReturnPart):
-            texts.append(part.model_response_str())
-        elif isinstance(part, UserPromptPart):
-            if isinstance(part.content, str):
-                texts.append(part.content)
-            else:
-                texts.extend(item for item in part.content if isinstance(item, str))
-    return '\n'.join(texts)
+    return '\n'.join(part_text(part) for part in message.parts if isinstance(part, (ToolReturnPart, UserPromptPart)))
 
 
 class CarefulModel:
@@ -117,57 +157,101 @@ class CarefulModel:
     def __init__(self, questions: Sequence[Question], *, count_tokens: Callable[[str], int] | None = None) -> None:
         self.questions = list(questions)
         self.trace = Trace()
-        self._index = 0
+        self._count = count_tokens or (lambda text: -(-len(text) // 4))
+        self._cache: dict[int, tuple[int, int]] = {}
+        self._question = 0
+        self._call = 0
         self._grepped = False
         self._read = False
-        self._count = count_tokens or (lambda text: len(text) // 4)
-        self._calls = 0
+        self._ids = 0
 
     def model(self) -> FunctionModel:
         """A `FunctionModel` driven by this script."""
         return FunctionModel(self._respond, model_name='careful-scripted-model')
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.trace.requests += 1
-        usage = RequestUsage(input_tokens=sum(self._count(visible_text(m)) for m in messages), output_tokens=20)
-        question = self.questions[self._index]
-        last = visible_text(messages[-1])
+        usage = self._account(messages, info)
         if len(messages) == 1:
-            return ModelResponse(parts=[self._call(question.tool, question.args)], usage=usage)
+            return self._reply(self._first_call(), usage)
+        question = self.questions[self._question]
+        last = visible_text(messages[-1])
         answer = question.extract(last)
-        if answer is None:
-            call = self._page_back(question, last)
-            if call is not None:
-                self.trace.retrieval_calls += 1
-                return ModelResponse(parts=[call], usage=usage)
-            answer = NOT_FOUND
-        return self._next(answer, usage)
+        if answer is not None:
+            return self._reply(self._answer(answer), usage)
+        page_back = self._page_back(question, last)
+        if page_back is not None:
+            return self._reply(page_back, usage)
+        if self._call + 1 < len(question.calls):
+            self._call += 1
+            self._grepped = self._read = False
+            name, args = question.calls[self._call]
+            return self._reply(self._tool_call(name, args), usage)
+        return self._reply(self._answer(NOT_FOUND), usage)
+
+    def _account(self, messages: list[ModelMessage], info: AgentInfo) -> RequestUsage:
+        """Count this request's input: every part of every message, plus the tool definitions."""
+        self.trace.requests += 1
+        exact = heuristic = 0
+        for message in messages:
+            for part in message.parts:
+                key = id(part)
+                if key not in self._cache:
+                    text = part_text(part)
+                    self._cache[key] = (self._count(text), -(-len(text) // 4))
+                exact += self._cache[key][0]
+                heuristic += self._cache[key][1]
+        tools = json.dumps([(t.name, t.description, t.parameters_json_schema) for t in info.function_tools])
+        exact += self._count(tools)
+        heuristic += -(-len(tools) // 4)
+        self.trace.input_tokens += exact
+        self.trace.input_tokens_heuristic += heuristic
+        self.trace.peak_request_tokens = max(self.trace.peak_request_tokens, exact)
+        return RequestUsage(input_tokens=exact, output_tokens=20)
+
+    def _first_call(self) -> ToolCallPart | TextPart:
+        name, args = self.questions[0].calls[0]
+        return self._tool_call(name, args)
 
     def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
         handle_match = _PREVIEW_HANDLE.search(text) or _TOOL_HANDLE.search(text)
         if handle_match is None:
-            return None  # nothing stored to page back into: the fact is lost
+            return None  # nothing stored to page back into
         handle = handle_match.group(1)
         if not self._grepped:
             self._grepped = True
-            return self._call('grep_tool_result', {'handle': handle, 'pattern': question.search, 'max_matches': 5})
+            return self._tool_call('grep_tool_result', {'handle': handle, 'pattern': question.search, 'max_matches': 5})
+        byte = _GREP_BYTE.search(text)
+        if byte is not None and not self._read:
+            # A binary match shows one 16-byte row; read the bytes around it to see the whole value.
+            self._read = True
+            start = max(0, int(byte.group(1)) - 16)
+            return self._tool_call(
+                'read_tool_result', {'handle': handle, 'unit': 'bytes', 'offset': start, 'limit': 96}
+            )
         offset = _GREP_OFFSET.search(text)
         if offset is not None and not self._read:
             self._read = True
             start = max(0, int(offset.group(1)) - 5)
-            return self._call('read_tool_result', {'handle': handle, 'offset': start, 'limit': 12})
+            return self._tool_call('read_tool_result', {'handle': handle, 'offset': start, 'limit': 12})
         return None
 
-    def _call(self, tool: str, args: dict[str, Any]) -> ToolCallPart:
-        # Stable call ids keep handles, and so everything the model sees, identical between runs.
-        self._calls += 1
-        return ToolCallPart(tool, args, tool_call_id=f'call_{self._calls}')
-
-    def _next(self, answer: str, usage: RequestUsage) -> ModelResponse:
+    def _answer(self, answer: str) -> ToolCallPart | TextPart:
         self.trace.answers.append(answer)
-        self._index += 1
+        self._question += 1
+        self._call = 0
         self._grepped = self._read = False
-        if self._index < len(self.questions):
-            question = self.questions[self._index]
-            return ModelResponse(parts=[self._call(question.tool, question.args)], usage=usage)
-        return ModelResponse(parts=[TextPart(json.dumps(self.trace.answers))], usage=usage)
+        if self._question < len(self.questions):
+            name, args = self.questions[self._question].calls[0]
+            return self._tool_call(name, args)
+        return TextPart(json.dumps(self.trace.answers))
+
+    def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCallPart:
+        if name in _RETRIEVAL_TOOLS:
+            self.trace.retrieval_calls += 1
+        # Stable call ids keep handles, and so everything the model sees, identical between runs.
+        self._ids += 1
+        return ToolCallPart(name, args, tool_call_id=f'call_{self._ids}')
+
+    @staticmethod
+    def _reply(part: ToolCallPart | TextPart, usage: RequestUsage) -> ModelResponse:
+        return ModelResponse(parts=[part], usage=usage)

