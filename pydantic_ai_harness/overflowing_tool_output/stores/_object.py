@@ -1,0 +1,418 @@
+"""`ObjectStore`: spilled payloads in S3, GCS, Azure Blob (or local/memory) through `obstore` (extra `s3`)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import warnings
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, cast
+
+import anyio.to_thread
+import obstore
+from obstore.store import LocalStore, ObjectStore as ObstoreBackend
+
+from ._line_index import LineIndex, LineIndexBuilder, build_line_index
+from ._local import StoreCleanupWarning
+from ._paths import handle_for_key
+from ._protocol import HandleNotFoundError, StoredPayload
+from ._remote import (
+    INDEX_MARKER,
+    NOT_FOUND,
+    PAYLOAD_MARKER,
+    StoreBackendError,
+    check_namespace,
+    is_valid_handle,
+    too_large,
+)
+
+__all__ = ('EXPIRES_AT_ATTRIBUTE', 'ObjectStore')
+
+EXPIRES_AT_ATTRIBUTE = 'expires-at'
+"""The object metadata key holding a payload's expiry time (ISO 8601, UTC); `x-amz-meta-expires-at` on S3."""
+
+_INDEX_MAGIC = b'PAIOIDX1'
+_INDEX_HEADER = struct.Struct('<8sQH')
+"""Index objects are `magic, payload size, e-tag length`, the payload e-tag, then `LineIndex.to_bytes()`."""
+
+_INLINE_INDEX_BYTES = 1 << 20
+"""Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
+
+_LIST_CHUNK = 1000
+_STREAM_CHUNK = 4 << 20
+_ORPHAN_INDEX_GRACE = 3600.0
+"""An index object whose payload is missing is only pruned when older than this (its payload may be in flight)."""
+
+
+@dataclass
+class ObjectStore:
+    """Spilled payloads as objects in any `obstore` store: S3 (and compatibles), GCS, Azure, local, memory.
+
+    Each payload is one object under `<prefix>/~p/<handle>`, next to a small line-index object under
+    `<prefix>/~i/<handle>`. The query tools read windows with ranged GETs, so paging through a 100 MB
+    payload moves kilobytes. Every worker (or durable-engine activity) configured with the same bucket
+    and prefix reads what any other wrote.
+
+    Expiry: with `cleanup_after`, each payload carries an `expires-at` metadata attribute; reads treat an
+    expired payload as not found, and [`prune`][pydantic_ai_harness.overflowing_tool_output.stores.ObjectStore.prune]
+    deletes it. A bucket lifecycle rule on the prefix is the alternative that needs no process at all.
+    Backends without custom metadata (`LocalStore`) use the object's last-modified time plus
+    `cleanup_after` instead.
+
+    Errors the model may see never include bucket names, endpoints, paths or credentials.
+    """
+
+    store: ObstoreBackend = field(repr=False)
+    """The `obstore` store, e.g. `S3Store('bucket', region='eu-west-1')`, `GCSStore(...)`, `AzureStore(...)`,
+    `LocalStore(...)` or `MemoryStore()`. Configure retries and timeouts there (`retry_config`,
+    `client_options={'timeout': '30s'}`): obstore retries for up to 3 minutes by default."""
+
+    prefix: str = 'pyai-overflow'
+    """Path prefix of every object, one per application: letters, digits and `_ . : / -` (no `~`).
+
+    Handles resolve inside the prefix only, so applications sharing a bucket (or with nested prefixes,
+    like `app` and `app/eu`) never read each other's payloads.
+    """
+
+    cleanup_after: timedelta | None = None
+    """Payloads expire this long after they were written (see the class docs). `None`: keep them."""
+
+    max_bytes: int | None = None
+    """Largest payload accepted; a larger `write` raises `PayloadTooLargeError` (the capability then
+    falls back to its `then` action). `None` (the default): no limit of our own."""
+
+    prune_concurrency: int = 8
+    """Most metadata requests `prune` runs at once."""
+
+    _attributes_supported: bool = field(default=True, init=False, repr=False, compare=False)
+    """Whether the backend stores custom metadata (set to `False` after it refused once, as `LocalStore` does)."""
+
+    def __post_init__(self) -> None:
+        self.prefix = check_namespace(self.prefix, separator='/', what='ObjectStore prefix')
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError('max_bytes must be 0 or more, or None')
+        if self.cleanup_after is not None and self.cleanup_after <= timedelta(0):
+            raise ValueError('cleanup_after must be positive, or None to keep payloads')
+        if self.prune_concurrency < 1:
+            raise ValueError('prune_concurrency must be 1 or more')
+        if isinstance(self.store, LocalStore):
+            self._attributes_supported = False
+
+    # -- the OverflowStore protocol -------------------------------------------------------------------
+
+    async def write(self, key: str, data: bytes) -> str:
+        """Store `data` under the handle derived from `key` (then its line index) and return the handle.
+
+        Raises:
+            PayloadTooLargeError: `data` is larger than `max_bytes`.
+            StoreBackendError: The object store failed or could not be reached.
+        """
+        payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
+        error = too_large(len(payload), self.max_bytes, 'ObjectStore')
+        if error is not None:
+            raise error
+        handle = handle_for_key(key)
+        if len(payload) > _INLINE_INDEX_BYTES:
+            index = await anyio.to_thread.run_sync(lambda: build_line_index(payload))
+        else:
+            index = build_line_index(payload)
+        result = await self._put(self._payload_path(handle), payload, self._expiry_attributes())
+        try:
+            await self._put(self._index_path(handle), _index_bytes(index, len(payload), result.get('e_tag')), {})
+        except StoreBackendError:
+            pass  # The payload is stored: readers rebuild a missing index.
+        return handle
+
+    async def read(self, handle: str) -> bytes:
+        """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
+        path = self._checked_payload_path(handle)
+        try:
+            result = await obstore.get_async(self.store, path)
+            self._raise_if_expired(result.attributes, result.meta)
+            return bytes(await result.bytes_async())
+        except HandleNotFoundError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, 'read') from exc
+
+    # -- optional extensions ---------------------------------------------------------------------------
+
+    async def size(self, handle: str) -> int:
+        """The payload size in bytes (one metadata request)."""
+        return (await self._head(self._checked_payload_path(handle)))['size']
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of the payload, clamped to its size (one ranged GET)."""
+        path = self._checked_payload_path(handle)
+        low = max(0, start)
+        if end <= low:
+            await self._head(path)
+            return b''
+        try:
+            return bytes(await obstore.get_range_async(self.store, path, start=low, end=end))
+        except Exception as exc:
+            if _is_not_found(exc):
+                raise HandleNotFoundError(NOT_FOUND) from None
+            # Most backends refuse a range that starts past the end: clamp it like a file read would.
+            if low >= (await self._head(path))['size']:
+                return b''
+            raise _translate(exc, 'read') from exc
+
+    async def line_index(self, handle: str) -> LineIndex:
+        """The payload's line index, from its index object (rebuilt and re-saved when missing or stale)."""
+        payload_path = self._checked_payload_path(handle)
+        meta, stored = await asyncio.gather(self._head(payload_path), self._get_optional(self._index_path(handle)))
+        if stored is not None:
+            index = _parse_index(stored, meta['size'], meta['e_tag'])
+            if index is not None:
+                return index
+        return await self._rebuild_index(handle)
+
+    async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
+        """The stored payloads whose handle starts with `prefix`, sorted by handle (paginated listing).
+
+        Expired payloads are listed until [`prune`][pydantic_ai_harness.overflowing_tool_output.stores.ObjectStore.prune]
+        (or a lifecycle rule) deletes them, although reads already treat them as not found.
+        """
+        base = f'{self.prefix}/{PAYLOAD_MARKER}/'
+        # List only below the complete handle segments of `prefix` when they are valid, else everything.
+        segments = prefix.split('/')[:-1]
+        narrowed = '/'.join(segments)
+        listing = base + narrowed if narrowed and is_valid_handle(narrowed) else base.rstrip('/')
+        found: list[StoredPayload] = []
+        try:
+            async for page in _pages(self.store, listing):
+                for meta in page:
+                    path = meta['path']
+                    handle = path[len(base) :] if path.startswith(base) else ''
+                    if is_valid_handle(handle) and handle.startswith(prefix):
+                        found.append(
+                            StoredPayload(handle=handle, size=meta['size'], modified=meta['last_modified'].timestamp())
+                        )
+        except Exception as exc:
+            raise _translate(exc, 'list') from exc
+        return sorted(found, key=lambda payload: payload.handle)
+
+    async def delete(self, handle: str) -> bool:
+        """Delete the payload under `handle` and its index object; `True` if the payload existed."""
+        if not is_valid_handle(handle):
+            return False
+        try:
+            await obstore.head_async(self.store, self._payload_path(handle))
+        except Exception as exc:
+            if _is_not_found(exc):
+                return False
+            raise _translate(exc, 'delete') from exc
+        await self._delete_paths([self._payload_path(handle), self._index_path(handle)], 'delete')
+        return True
+
+    async def prune(self, older_than: timedelta | None = None) -> int:
+        """Delete expired payloads (and their index objects) now; return how many payloads were deleted.
+
+        A payload is expired when its `expires-at` attribute has passed or, without one, when it is older
+        than `cleanup_after`. Pass `older_than` to delete by age alone (no metadata request per object).
+        Index objects left without their payload are removed too. Failures are reported with
+        [`StoreCleanupWarning`][pydantic_ai_harness.overflowing_tool_output.StoreCleanupWarning], never
+        raised. Run it from a scheduled job, or use a bucket lifecycle rule on the prefix instead.
+        """
+        deleted = 0
+        surviving: set[str] = set()
+        limiter = asyncio.Semaphore(self.prune_concurrency)
+        now = time.time()
+        base = f'{self.prefix}/{PAYLOAD_MARKER}/'
+        try:
+            async for page in _pages(self.store, base.rstrip('/')):
+                ours = [meta for meta in page if is_valid_handle(meta['path'][len(base) :])]
+                verdicts = await asyncio.gather(*(self._prune_verdict(meta, older_than, now, limiter) for meta in ours))
+                expired = [meta['path'][len(base) :] for meta, verdict in zip(ours, verdicts) if verdict]
+                surviving.update(meta['path'][len(base) :] for meta, verdict in zip(ours, verdicts) if not verdict)
+                if expired:
+                    paths = [self._payload_path(h) for h in expired] + [self._index_path(h) for h in expired]
+                    await self._delete_paths(paths, 'prune')
+                    deleted += len(expired)
+            await self._prune_orphan_indexes(surviving, now)
+        except Exception as exc:  # noqa: BLE001 - pruning must never raise into a run
+            _warn(f'ObjectStore pruning stopped early ({type(exc).__name__}); {deleted} payloads deleted so far')
+            return deleted
+        return deleted
+
+    # -- implementation --------------------------------------------------------------------------------
+
+    def _payload_path(self, handle: str) -> str:
+        return f'{self.prefix}/{PAYLOAD_MARKER}/{handle}'
+
+    def _index_path(self, handle: str) -> str:
+        return f'{self.prefix}/{INDEX_MARKER}/{handle}'
+
+    def _checked_payload_path(self, handle: str) -> str:
+        if not is_valid_handle(handle):
+            raise HandleNotFoundError(NOT_FOUND)
+        return self._payload_path(handle)
+
+    def _expiry_attributes(self) -> dict[str, str]:
+        if self.cleanup_after is None:
+            return {}
+        expires = datetime.now(timezone.utc) + self.cleanup_after
+        return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='seconds')}
+
+    def _is_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        raw = attributes.get(EXPIRES_AT_ATTRIBUTE)
+        if raw is not None:
+            try:
+                return datetime.fromisoformat(raw).timestamp() <= now
+            except ValueError:
+                pass  # Someone else's metadata: fall back to the age rule.
+        if self.cleanup_after is None:
+            return False
+        return meta['last_modified'].timestamp() + self.cleanup_after.total_seconds() <= now
+
+    def _raise_if_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta) -> None:
+        if self._is_expired(attributes, meta):
+            raise HandleNotFoundError(NOT_FOUND)
+
+    async def _put(self, path: str, data: bytes, attributes: dict[str, str]) -> obstore.PutResult:
+        if attributes and self._attributes_supported:
+            try:
+                return await obstore.put_async(self.store, path, data, attributes=attributes)
+            except NotImplementedError:
+                self._attributes_supported = False  # This backend keeps no custom metadata: age rule only.
+            except Exception as exc:
+                raise _translate(exc, 'write') from exc
+        try:
+            return await obstore.put_async(self.store, path, data)
+        except Exception as exc:
+            raise _translate(exc, 'write') from exc
+
+    async def _head(self, path: str) -> obstore.ObjectMeta:
+        """The payload's metadata, or `HandleNotFoundError` when it is missing or expired."""
+        try:
+            result = await obstore.get_async(self.store, path, options={'head': True})
+        except Exception as exc:
+            raise _translate(exc, 'read') from exc
+        self._raise_if_expired(result.attributes, result.meta)
+        return result.meta
+
+    async def _get_optional(self, path: str) -> bytes | None:
+        try:
+            result = await obstore.get_async(self.store, path)
+            return bytes(await result.bytes_async())
+        except Exception:  # noqa: BLE001 - a missing or unreadable index is rebuilt from the payload
+            return None
+
+    async def _rebuild_index(self, handle: str) -> LineIndex:
+        path = self._payload_path(handle)
+        builder = LineIndexBuilder()
+        try:
+            result = await obstore.get_async(self.store, path)
+            self._raise_if_expired(result.attributes, result.meta)
+            meta = result.meta
+            async for chunk in result.stream(min_chunk_size=_STREAM_CHUNK):
+                builder.feed(bytes(chunk))
+        except HandleNotFoundError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, 'read') from exc
+        index = builder.finish()
+        try:
+            await self._put(self._index_path(handle), _index_bytes(index, meta['size'], meta['e_tag']), {})
+        except StoreBackendError:
+            pass  # The index is an optimisation: this call still has it.
+        return index
+
+    async def _prune_verdict(
+        self, meta: obstore.ObjectMeta, older_than: timedelta | None, now: float, limiter: asyncio.Semaphore
+    ) -> bool:
+        if older_than is not None:
+            return meta['last_modified'].timestamp() <= now - older_than.total_seconds()
+        if not self._attributes_supported:
+            return self._is_expired({}, meta, now)
+        async with limiter:
+            try:
+                result = await obstore.get_async(self.store, meta['path'], options={'head': True})
+            except Exception as exc:
+                if _is_not_found(exc):
+                    return False  # Deleted meanwhile.
+                raise
+        return self._is_expired(result.attributes, result.meta, now)
+
+    async def _prune_orphan_indexes(self, surviving: set[str], now: float) -> int:
+        base = f'{self.prefix}/{INDEX_MARKER}/'
+        orphans: list[str] = []
+        async for page in _pages(self.store, base.rstrip('/')):
+            for meta in page:
+                handle = meta['path'][len(base) :]
+                if (
+                    is_valid_handle(handle)
+                    and handle not in surviving
+                    and meta['last_modified'].timestamp() <= now - _ORPHAN_INDEX_GRACE
+                ):
+                    orphans.append(meta['path'])
+        for start in range(0, len(orphans), _LIST_CHUNK):
+            await self._delete_paths(orphans[start : start + _LIST_CHUNK], 'prune')
+        return len(orphans)
+
+    async def _delete_paths(self, paths: list[str], what: str) -> None:
+        try:
+            await obstore.delete_async(self.store, paths)
+        except Exception as exc:
+            if not _is_not_found(exc):
+                raise _translate(exc, what) from exc
+            # Some backends (local files) refuse a batch with a missing object: delete one by one.
+            for path in paths:
+                try:
+                    await obstore.delete_async(self.store, path)
+                except Exception as single:
+                    if not _is_not_found(single):
+                        raise _translate(single, what) from single
+
+
+async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[obstore.ObjectMeta]]:
+    """The objects under `prefix`, a page at a time (the listing ends: object stores list a finite snapshot)."""
+    stream = obstore.list(store, prefix, chunk_size=_LIST_CHUNK)  # pyright: ignore[reportUnknownMemberType]
+    async for page in stream:  # pyright: ignore[reportUnknownVariableType]
+        yield cast('Sequence[obstore.ObjectMeta]', page)
+
+
+def _is_not_found(exc: BaseException) -> bool:
+    # obstore raises the built-in FileNotFoundError for missing objects.
+    return isinstance(exc, FileNotFoundError)
+
+
+def _translate(exc: BaseException, what: str) -> Exception:
+    """A message-safe error: not found for missing objects, else `StoreBackendError` naming the type only."""
+    if isinstance(exc, HandleNotFoundError):
+        return exc
+    if _is_not_found(exc) or isinstance(exc, obstore.exceptions.InvalidPathError):
+        return HandleNotFoundError(NOT_FOUND)
+    return StoreBackendError(f'ObjectStore: the object store failed during {what} ({type(exc).__name__})')
+
+
+def _index_bytes(index: LineIndex, size: int, e_tag: str | None) -> bytes:
+    tag = (e_tag or '').encode('utf-8')
+    return _INDEX_HEADER.pack(_INDEX_MAGIC, size, len(tag)) + tag + index.to_bytes()
+
+
+def _parse_index(value: bytes, size: int, e_tag: str | None) -> LineIndex | None:
+    """The stored index when it belongs to the payload of this `size` and `e_tag`, else `None`."""
+    if len(value) < _INDEX_HEADER.size:
+        return None
+    magic, stored_size, tag_length = _INDEX_HEADER.unpack_from(value)
+    tag_end = _INDEX_HEADER.size + tag_length
+    if magic != _INDEX_MAGIC or stored_size != size or len(value) < tag_end:
+        return None
+    stored_tag = value[_INDEX_HEADER.size : tag_end].decode('utf-8', 'replace')
+    if stored_tag != (e_tag or ''):
+        return None
+    try:
+        index = LineIndex.from_bytes(value[tag_end:])
+    except ValueError:
+        return None
+    return index if index.size == size else None
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, StoreCleanupWarning, stacklevel=3)

@@ -1,0 +1,339 @@
+"""`RedisStore`: spilled payloads in Redis, shared by every worker that can reach the server (extra `redis`)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from ._line_index import LineIndex, LineIndexBuilder, build_line_index
+from ._paths import handle_for_key
+from ._protocol import HandleNotFoundError, StoredPayload
+from ._remote import (
+    INDEX_MARKER,
+    NOT_FOUND,
+    PAYLOAD_MARKER,
+    StoreBackendError,
+    check_namespace,
+    is_valid_handle,
+    too_large,
+)
+
+__all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
+
+_T = TypeVar('_T')
+
+DEFAULT_REDIS_MAX_BYTES = 64 << 20
+"""The default `RedisStore.max_bytes`: 64 MiB (Redis holds everything in memory)."""
+
+_INDEX_HEADER = struct.Struct('<8sd')
+_INDEX_MAGIC = b'PAIRIDX1'
+"""Index values are `magic, written-at (POSIX seconds)` followed by `LineIndex.to_bytes()`."""
+
+_SCAN_COUNT = 500
+_READ_BLOCK = 4 << 20
+_INLINE_INDEX_BYTES = 1 << 20
+"""Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
+
+_GLOB_SPECIAL = frozenset('*?[]\\')
+
+
+@dataclass
+class RedisStore:
+    """Spilled payloads in Redis: every worker of a service reads what any other wrote.
+
+    Each payload is one Redis string under `<namespace>:~p:<handle>`, next to its line index under
+    `<namespace>:~i:<handle>`; both are written in one `MULTI` transaction with the same expiry, so a
+    reader never sees one without the other. The query tools read windows with `GETRANGE`, so paging
+    through a 100 MB payload moves kilobytes, not megabytes.
+
+    Construct it from a URL (the store opens and owns its connections; call `aclose()` when done) or
+    from your own `redis.asyncio.Redis` client (it must not use `decode_responses=True`). Errors the
+    model may see never include the server address or credentials.
+    """
+
+    url: str | None = field(default=None, repr=False)
+    """A `redis://` / `rediss://` / `unix://` URL. Default (with no `client`): `redis://localhost:6379/0`."""
+
+    client: Redis | None = field(default=None, repr=False, compare=False)
+    """A client to use instead of `url` (you keep ownership: `aclose()` does not close it)."""
+
+    namespace: str = 'pyai-overflow'
+    """Prefix of every key, one per application: letters, digits and `_ . : / -` (no `~`).
+
+    Handles resolve inside the namespace only, so applications sharing a server (or a namespace that
+    starts with another, like `app` and `app:eu`) never read each other's payloads.
+    """
+
+    cleanup_after: timedelta | None = None
+    """Expire payloads (and their indexes) this long after they were written, natively (`SET ... PX`).
+
+    `None` (the default) keeps them until deleted or evicted. Note that a Redis `maxmemory-policy` other
+    than `noeviction` may evict payloads earlier; a read then reports the handle as not found.
+    """
+
+    max_bytes: int | None = DEFAULT_REDIS_MAX_BYTES
+    """Largest payload accepted; a larger `write` raises `PayloadTooLargeError` (the capability then
+    falls back to its `then` action, a truncation by default). `None` for no limit of our own (Redis
+    refuses values over its `proto-max-bulk-len`, 512 MB by default)."""
+
+    socket_timeout: float = 30.0
+    """Seconds one command may take on a connection this store opens from `url` (and to connect, capped
+    at 5 s). Ignored when you pass a `client`."""
+
+    _owned: Redis | None = field(default=None, init=False, repr=False, compare=False)
+    """The client opened from `url`, for the event loop in `_owned_loop`."""
+
+    _owned_loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False, compare=False)
+    """The event loop `_owned` was created in: asyncio connections cannot move between loops."""
+
+    def __post_init__(self) -> None:
+        self.namespace = check_namespace(self.namespace, separator=':', what='RedisStore namespace')
+        if self.url is not None and self.client is not None:
+            raise ValueError('pass either url or client to RedisStore, not both')
+        if self.client is not None and self.client.get_encoder().decode_responses:
+            raise ValueError('RedisStore needs a client without decode_responses=True: payloads are bytes')
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError('max_bytes must be 0 or more, or None')
+        if self.cleanup_after is not None and self.cleanup_after <= timedelta(0):
+            raise ValueError('cleanup_after must be positive, or None to keep payloads')
+
+    # -- the OverflowStore protocol -------------------------------------------------------------------
+
+    async def write(self, key: str, data: bytes) -> str:
+        """Store `data` under the handle derived from `key` (payload and index atomically) and return the handle.
+
+        Raises:
+            PayloadTooLargeError: `data` is larger than `max_bytes`.
+            StoreBackendError: The server failed or could not be reached.
+        """
+        payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
+        error = too_large(len(payload), self.max_bytes, 'RedisStore')
+        if error is not None:
+            raise error
+        handle = handle_for_key(key)
+        if len(payload) > _INLINE_INDEX_BYTES:
+            index = await anyio.to_thread.run_sync(lambda: build_line_index(payload))
+        else:
+            index = build_line_index(payload)
+        index_value = _INDEX_HEADER.pack(_INDEX_MAGIC, time.time()) + index.to_bytes()
+        expiry = self._expiry_ms()
+
+        async def run(client: Redis) -> None:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.set(self._payload_key(handle), payload, px=expiry)
+                pipe.set(self._index_key(handle), index_value, px=expiry)
+                await pipe.execute()
+
+        await self._call(run, 'write')
+        return handle
+
+    async def read(self, handle: str) -> bytes:
+        """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
+        key = self._checked_payload_key(handle)
+        value = await self._call(lambda client: client.get(key), 'read')
+        if value is None:
+            raise HandleNotFoundError(NOT_FOUND)
+        return _as_bytes(value)
+
+    # -- optional extensions ---------------------------------------------------------------------------
+
+    async def size(self, handle: str) -> int:
+        """The payload size in bytes (`STRLEN`)."""
+        key = self._checked_payload_key(handle)
+        exists, length = await self._transaction(lambda pipe: (pipe.exists(key), pipe.strlen(key)), 'size')
+        if not exists:
+            raise HandleNotFoundError(NOT_FOUND)
+        return int(length)
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of the payload, clamped to its size (`GETRANGE`)."""
+        key = self._checked_payload_key(handle)
+        low = max(0, start)
+        if end <= low:
+            exists = await self._call(lambda client: client.exists(key), 'read')
+            if not exists:
+                raise HandleNotFoundError(NOT_FOUND)
+            return b''
+        exists, chunk = await self._transaction(
+            lambda pipe: (pipe.exists(key), pipe.getrange(key, low, end - 1)), 'read'
+        )
+        if not exists:
+            raise HandleNotFoundError(NOT_FOUND)
+        return bytes(chunk)
+
+    async def line_index(self, handle: str) -> LineIndex:
+        """The payload's line index, stored with it at write time (rebuilt and re-saved if it went missing)."""
+        payload_key = self._checked_payload_key(handle)
+        index_key = self._index_key(handle)
+        exists, length, stored = await self._transaction(
+            lambda pipe: (pipe.exists(payload_key), pipe.strlen(payload_key), pipe.get(index_key)), 'read'
+        )
+        if not exists:
+            raise HandleNotFoundError(NOT_FOUND)
+        index = _parse_index(stored)
+        if index is not None and index.size == int(length):
+            return index
+        return await self._rebuild_index(handle, int(length))
+
+    async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
+        """The stored payloads whose handle starts with `prefix`, sorted by handle (`SCAN`, bounded batches).
+
+        `modified` is the write time recorded in the payload's index (0.0 if the index is gone).
+        """
+        match = f'{self._payload_key("")}{_glob_escape(prefix)}*'
+        base = len(self._payload_key(''))
+
+        async def scan(client: Redis) -> list[StoredPayload]:
+            found: list[StoredPayload] = []
+            cursor = 0
+            while True:
+                reply: tuple[int, list[bytes | str]] = await client.scan(  # pyright: ignore[reportUnknownMemberType]
+                    cursor, match=match, count=_SCAN_COUNT
+                )
+                cursor, keys = reply
+                handles = [_as_bytes(raw)[base:].decode('utf-8', 'replace') for raw in keys]
+                handles = [handle for handle in handles if is_valid_handle(handle) and handle.startswith(prefix)]
+                if handles:
+                    async with client.pipeline(transaction=False) as pipe:
+                        for handle in handles:
+                            pipe.strlen(self._payload_key(handle))
+                            pipe.getrange(self._index_key(handle), 0, _INDEX_HEADER.size - 1)
+                        replies: list[Any] = await pipe.execute()
+                    for position, handle in enumerate(handles):
+                        length, header = replies[2 * position], replies[2 * position + 1]
+                        if not length and not header:
+                            continue  # Expired between SCAN and STRLEN.
+                        found.append(StoredPayload(handle=handle, size=int(length), modified=_written_at(header)))
+                if cursor == 0:
+                    return found
+
+        payloads = await self._call(scan, 'list')
+        unique = {payload.handle: payload for payload in payloads}  # SCAN may return a key twice.
+        return sorted(unique.values(), key=lambda payload: payload.handle)
+
+    async def delete(self, handle: str) -> bool:
+        """Delete the payload under `handle` and its index; `True` if the payload existed."""
+        if not is_valid_handle(handle):
+            return False
+        deleted, _ = await self._transaction(
+            lambda pipe: (pipe.delete(self._payload_key(handle)), pipe.delete(self._index_key(handle))), 'delete'
+        )
+        return bool(deleted)
+
+    async def aclose(self) -> None:
+        """Close the connections this store opened from `url` (a `client` you passed stays open)."""
+        owned, self._owned, self._owned_loop = self._owned, None, None
+        if owned is not None:
+            await owned.aclose()
+
+    # -- implementation --------------------------------------------------------------------------------
+
+    def _payload_key(self, handle: str) -> str:
+        return f'{self.namespace}:{PAYLOAD_MARKER}:{handle}'
+
+    def _index_key(self, handle: str) -> str:
+        return f'{self.namespace}:{INDEX_MARKER}:{handle}'
+
+    def _checked_payload_key(self, handle: str) -> str:
+        if not is_valid_handle(handle):
+            raise HandleNotFoundError(NOT_FOUND)
+        return self._payload_key(handle)
+
+    def _expiry_ms(self) -> int | None:
+        if self.cleanup_after is None:
+            return None
+        return max(1, int(self.cleanup_after.total_seconds() * 1000))
+
+    def _redis(self) -> Redis:
+        if self.client is not None:
+            return self.client
+        loop = asyncio.get_running_loop()
+        if self._owned is None or self._owned_loop is not loop:
+            # A client made in another (finished) event loop cannot be used here: start a fresh one.
+            self._owned = Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
+                self.url or 'redis://localhost:6379/0',
+                socket_timeout=self.socket_timeout,
+                socket_connect_timeout=min(5.0, self.socket_timeout),
+            )
+            self._owned_loop = loop
+        return self._owned
+
+    async def _call(self, operation: Callable[[Redis], Awaitable[_T]], what: str) -> _T:
+        try:
+            return await operation(self._redis())
+        except (RedisError, OSError) as exc:
+            raise StoreBackendError(
+                f'RedisStore: the Redis server failed during {what} ({type(exc).__name__})'
+            ) from exc
+
+    async def _transaction(self, queue: Callable[[Any], object], what: str) -> list[Any]:
+        """Run the commands `queue` adds to a `MULTI` pipeline; their replies, in order."""
+
+        async def run(client: Redis) -> list[Any]:
+            async with client.pipeline(transaction=True) as pipe:
+                queue(pipe)
+                return await pipe.execute()
+
+        return await self._call(run, what)
+
+    async def _rebuild_index(self, handle: str, size: int) -> LineIndex:
+        builder = LineIndexBuilder()
+        position = 0
+        payload_key = self._payload_key(handle)
+        while position < size:
+            end = min(size, position + _READ_BLOCK)
+            block = await self.read_range(handle, position, end)
+            if not block:
+                break
+            builder.feed(block)
+            position += len(block)
+        index = builder.finish()
+        value = _INDEX_HEADER.pack(_INDEX_MAGIC, time.time()) + index.to_bytes()
+        try:
+            # Same remaining lifetime as the payload (PTTL is -1 without expiry, -2 when it just expired).
+            remaining = await self._call(lambda client: client.pttl(payload_key), 'index')
+            if int(remaining) == -1:
+                await self._call(lambda client: client.set(self._index_key(handle), value), 'index')
+            elif int(remaining) > 0:
+                await self._call(lambda client: client.set(self._index_key(handle), value, px=int(remaining)), 'index')
+        except StoreBackendError:
+            pass  # The index is an optimisation: this call still has it.
+        return index
+
+
+def _parse_index(value: object) -> LineIndex | None:
+    if not isinstance(value, bytes) or len(value) < _INDEX_HEADER.size:
+        return None
+    magic, _ = _INDEX_HEADER.unpack_from(value)
+    if magic != _INDEX_MAGIC:
+        return None
+    try:
+        return LineIndex.from_bytes(value[_INDEX_HEADER.size :])
+    except ValueError:
+        return None
+
+
+def _written_at(header: object) -> float:
+    if isinstance(header, bytes) and len(header) == _INDEX_HEADER.size:
+        magic, written = _INDEX_HEADER.unpack(header)
+        if magic == _INDEX_MAGIC:
+            return float(written)
+    return 0.0
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    # Only a client with decode_responses=True returns str, and the store refuses such a client.
+    return value if isinstance(value, bytes) else value.encode('utf-8', 'surrogateescape')
+
+
+def _glob_escape(text: str) -> str:
+    return ''.join(f'\\{char}' if char in _GLOB_SPECIAL else char for char in text)

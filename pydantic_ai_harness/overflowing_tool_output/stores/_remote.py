@@ -1,0 +1,87 @@
+"""What the networked stores (`RedisStore`, `ObjectStore`) share: handle checks, namespaces and their errors.
+
+Both stores lay their data out as `<namespace><sep>~p<sep><handle>` (the payload) and
+`<namespace><sep>~i<sep><handle>` (its line index). A namespace may not contain `~` and a handle is
+checked against the alphabet `handle_for_key` produces, so:
+
+- two distinct keys give two distinct handles (`handle_for_key` is injective), hence two distinct names;
+- a handle can only name something under its own store's `<namespace><sep>~p<sep>`: if the names of two
+  namespaces `A` and `B` overlapped, the longer one would have to contain `<sep>~p<sep>`, and a
+  namespace never contains `~`. So a handle cannot reach another application's data, even when one
+  namespace is a prefix of the other (`app` and `app:eu`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS
+
+__all__ = (
+    'NOT_FOUND',
+    'PayloadTooLargeError',
+    'StoreBackendError',
+    'check_namespace',
+    'is_valid_handle',
+    'too_large',
+)
+
+NOT_FOUND = 'no stored payload under this handle'
+"""The one message every unknown, expired or invalid handle gets: it reveals nothing about the backend."""
+
+PAYLOAD_MARKER = '~p'
+"""The namespace component under which payloads live."""
+
+INDEX_MARKER = '~i'
+"""The namespace component under which line indexes live."""
+
+_SEGMENT = r'[A-Za-z0-9_:+~=-][A-Za-z0-9_.:+~=-]*'
+_HANDLE = re.compile(rf'{_SEGMENT}(?:/{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}')
+_NAMESPACE_CHARS = re.compile(r'[A-Za-z0-9_.:/-]+')
+
+
+class PayloadTooLargeError(ValueError):
+    """A payload is larger than the store's `max_bytes`.
+
+    Raised by `write`; the capability turns it into its `then` fallback (a truncation by default) and
+    warns, so the run goes on with a bounded result instead of filling the store.
+    """
+
+
+class StoreBackendError(OSError):
+    """The backend (a Redis server, an object store) failed or could not be reached.
+
+    The message names the store and the error type only, never a server address, bucket, path or
+    credential: it may end up in front of a model. The original exception is kept as `__cause__`
+    for your logs.
+    """
+
+
+def is_valid_handle(handle: object) -> bool:
+    """Whether `handle` has the shape of a handle `handle_for_key` produces (anything else is not found)."""
+    return isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH and _HANDLE.fullmatch(handle) is not None
+
+
+def check_namespace(namespace: str, *, separator: str, what: str) -> str:
+    """Validate a namespace (Redis key prefix or object path prefix) and return it without edge separators.
+
+    Allowed: letters, digits, `_ . : / -`; no `~` (the marker character), no empty, `.` or `..` component.
+
+    Raises:
+        ValueError: The namespace is not allowed (the message says why; it is configuration, not model input).
+    """
+    cleaned = namespace.strip(separator)
+    if not cleaned or _NAMESPACE_CHARS.fullmatch(cleaned) is None:
+        raise ValueError(f'{what} {namespace!r} is not valid: use letters, digits and `_ . : / -` (no `~`, no spaces)')
+    if any(part in ('', '.', '..') for part in cleaned.split(separator)):
+        raise ValueError(f'{what} {namespace!r} is not valid: it has an empty, `.` or `..` component')
+    return cleaned
+
+
+def too_large(size: int, max_bytes: int | None, store: str) -> PayloadTooLargeError | None:
+    """The error to raise when a `size`-byte payload exceeds `max_bytes`, else `None`."""
+    if max_bytes is None or size <= max_bytes:
+        return None
+    return PayloadTooLargeError(
+        f"{store}: the payload is {size:,} bytes, over this store's max_bytes of {max_bytes:,}; not stored"
+    )
