@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore
+from pydantic_ai_harness.overflowing_tool_output._cli import main
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    store = LocalFileStore(base_dir=tmp_path / 'store')
+
+    async def fill() -> None:
+        await store.write('run-a/call_1/0', b''.join(b'line %d\n' % i for i in range(1, 1_001)))
+        await store.write('run-b/call_2/0', b'ERROR: disk full\nretrying\n')
+        await store.write('run-b/call_3/0', b'\x89PNG\r\n\x1a\n\x00\x01')
+
+    asyncio.run(fill())
+    return tmp_path / 'store'
+
+
+def cli(root: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(['--root', str(root), *args], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_ls_lists_handles_sizes_ages(root: Path) -> None:
+    code, out, _ = cli(root, 'ls')
+    assert code == 0
+    assert [line.split()[-1] for line in out.splitlines()] == ['run-a/call_1/0', 'run-b/call_2/0', 'run-b/call_3/0']
+    assert '8,893' in out
+
+
+def test_ls_filters_by_run_and_age_as_json(root: Path) -> None:
+    code, out, _ = cli(root, '--json', 'ls', '--run', 'run-b')
+    assert code == 0
+    rows = json.loads(out)
+    assert [r['handle'] for r in rows] == ['run-b/call_2/0', 'run-b/call_3/0']
+    assert {r['run_id'] for r in rows} == {'run-b'}
+    assert json.loads(cli(root, '--json', 'ls', '--older-than', '1h')[1]) == []
+    assert len(json.loads(cli(root, '--json', 'ls', '--newer-than', '1h')[1])) == 3
+
+
+def test_show_whole_and_ranges(root: Path) -> None:
+    assert cli(root, 'show', 'run-b/call_2/0') == (0, 'ERROR: disk full\nretrying\n', '')
+    assert cli(root, 'show', 'run-a/call_1/0', '--lines', '999:')[1] == 'line 999\nline 1000\n'
+    assert cli(root, 'show', 'run-a/call_1/0', '--lines', '2:3')[1] == 'line 2\nline 3\n'
+    assert cli(root, 'show', 'run-a/call_1/0', '--bytes', '0:6')[1] == 'line 1'
+    code, out, _ = cli(root, '--json', 'show', 'run-b/call_3/0', '--bytes', '0:4')
+    assert code == 0
+    assert json.loads(out)['hex'] == '89504e47'
+
+
+def test_grep_is_like_grep_n(root: Path) -> None:
+    assert cli(root, 'grep', 'run-a/call_1/0', 'line 50') == (
+        0,
+        '50:line 50\n500:line 500\n501:line 501\n502:line 502\n503:line 503\n504:line 504\n505:line 505\n506:line 506\n507:line 507\n508:line 508\n509:line 509\n',
+        '',
+    )
+    assert cli(root, 'grep', '-E', 'run-a/call_1/0', r'^line 7\d$')[1].splitlines()[0] == '70:line 70'
+    assert cli(root, 'grep', '-m', '1', 'run-a/call_1/0', 'line')[1] == '1:line 1\n'
+    code, out, _ = cli(root, '--json', 'grep', 'run-b/call_2/0', 'disk')
+    assert code == 0
+    assert json.loads(out) == {
+        'handle': 'run-b/call_2/0',
+        'total': 1,
+        'complete': True,
+        'matches': [{'line': 1, 'text': 'ERROR: disk full'}],
+    }
+
+
+def test_grep_without_match_exits_1(root: Path) -> None:
+    assert cli(root, 'grep', 'run-a/call_1/0', 'nothing like this') == (1, '', '')
+
+
+@pytest.mark.parametrize(
+    ('args', 'code', 'message'),
+    [
+        (('show', 'no/such/handle'), 1, 'no stored payload'),
+        (('show', '../../etc/passwd'), 1, 'pyai-overflow: '),
+        (('show', 'run-a/call_1/0', '--lines', '5-7'), 2, '--lines takes A:B'),
+        (('show', 'run-a/call_1/0', '--lines', '9:3'), 2, '--lines takes A:B'),
+        (('show', 'run-a/call_1/0', '--lines', '1:2', '--bytes', '0:1'), 2, 'not both'),
+        (('grep', '-E', 'run-a/call_1/0', '(unclosed'), 2, 'bad pattern'),
+        (('grep', '-m', '0', 'run-a/call_1/0', 'x'), 2, '--max must be at least 1'),
+        (('prune', '--older-than', 'soon'), 2, 'expected seconds or a duration'),
+        (('frobnicate',), 2, 'invalid choice'),
+    ],
+)
+def test_errors_have_shell_exit_codes_and_messages(
+    root: Path, args: tuple[str, ...], code: int, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    got, _, err = cli(root, *args)
+    assert got == code
+    assert message in err + capsys.readouterr().err
+    assert str(root) not in err  # paths of the store are not echoed for handle errors
+
+
+def test_stats(root: Path) -> None:
+    code, out, _ = cli(root, '--json', 'stats')
+    assert code == 0
+    stats = json.loads(out)
+    assert stats['count'] == 3
+    assert stats['runs'] == 2
+    assert stats['total_bytes'] == 8_893 + 26 + 10
+    assert stats['oldest'] == 'run-a/call_1/0'
+
+
+def test_prune_is_a_dry_run_unless_yes(root: Path) -> None:
+    time.sleep(1.1)
+    code, out, _ = cli(root, 'prune', '--older-than', '1s')
+    assert code == 0
+    assert 'would delete 3 payloads' in out
+    assert len(json.loads(cli(root, '--json', 'ls')[1])) == 3  # nothing deleted yet
+    code, out, _ = cli(root, '--json', 'prune', '--older-than', '1s', '--yes')
+    assert json.loads(out)['deleted'] == 3
+    assert json.loads(cli(root, '--json', 'ls')[1]) == []
+
+
+def test_a_refused_root_is_a_clear_error(tmp_path: Path) -> None:
+    loose = tmp_path / 'loose'
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    code, _, err = cli(loose, 'ls')
+    assert code == 2
+    assert 'refusing to use it' in err
+
+
+def test_module_entry_point(root: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_harness.overflowing_tool_output', '--root', str(root), 'stats'],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert 'count:   3 payloads from 2 runs' in done.stdout
