@@ -115,7 +115,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart('build_log', {}, tool_call_id='call_log')])
     if step == 1:
         match = re.search(r'under handle "([^"]+)"', returns['build_log'])
-        assert match is not None, returns['build_log']
+        if match is None:  # not spilled (the negative controls): nothing to page back into
+            return ModelResponse(parts=[TextPart(returns['build_log'])])
         return ModelResponse(
             parts=[
                 ToolCallPart(
@@ -156,7 +157,7 @@ class InlineOps(OverflowingToolOutput[Any]):
 
 
 def build_agent(
-    store_dir: str | Path, *durability: AbstractCapability[Any], inline_ops: bool = False
+    store_dir: str | Path, *durability: AbstractCapability[Any], inline_ops: bool = False, name: str = AGENT_NAME
 ) -> Agent[None, str]:
     """The agent under test: spill from 2,000 characters, summarize (with the run's model) from 10,000."""
     capability = (InlineOps if inline_ops else OverflowingToolOutput)(
@@ -165,7 +166,7 @@ def build_agent(
     )
     return Agent(
         FunctionModel(respond, model_name='scripted'),
-        name=AGENT_NAME,
+        name=name,
         tools=[build_log, test_report],
         capabilities=[capability, *durability],
     )

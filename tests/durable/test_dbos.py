@@ -7,13 +7,13 @@ recorded results: the store is written and the summarizer called once, whatever 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
@@ -101,21 +101,19 @@ async def test_run_completes_with_spill_and_summary_as_steps(paths: Paths, tmp_p
     assert counts(paths.counters)['summarize'] == 1
 
 
-def run_child_that_crashes(paths: Paths, workflow_id: str, *extra: str) -> None:
-    child = subprocess.run(
-        [sys.executable, '-m', 'tests.durable._dbos_app', paths.db_url, str(paths.store), workflow_id, *extra],
-        check=False,
-        cwd=REPO_ROOT,
-        env={**os.environ, CRASH_ENV: '1'},
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
-    assert child.returncode == 17, child.stderr[-3000:]
+async def run_child_that_crashes(paths: Paths, workflow_id: str, *extra: str) -> None:
+    with anyio.fail_after(CHILD_TIMEOUT):
+        child = await anyio.run_process(
+            [sys.executable, '-m', 'tests.durable._dbos_app', paths.db_url, str(paths.store), workflow_id, *extra],
+            check=False,
+            cwd=REPO_ROOT,
+            env={**os.environ, CRASH_ENV: '1'},
+        )
+    assert child.returncode == 17, child.stderr.decode()[-3000:]
 
 
 async def test_crash_recovery_does_not_repeat_spill_or_summary(paths: Paths) -> None:
-    run_child_that_crashes(paths, 'wf-crash')
+    await run_child_that_crashes(paths, 'wf-crash')
     assert counts(paths.counters) == {
         'model': 3,  # the process died inside the third request
         'store_write': 2,
@@ -150,7 +148,7 @@ async def test_negative_control_without_durable_operations_repeats_side_effects(
 
     This shows the recovery test above detects a missing `@durable_operation`.
     """
-    run_child_that_crashes(paths, 'wf-inline', '--inline-ops')
+    await run_child_that_crashes(paths, 'wf-inline', '--inline-ops')
     start(paths.db_url)
     register(paths.store, inline_ops=True)
     DBOS.launch()
