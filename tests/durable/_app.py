@@ -39,7 +39,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RunUsage
 
-from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill, Summarize
+from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
+    LocalFileStore,
+    OverflowingToolOutput,
+    OverflowStore,
+    Spill,
+    Summarize,
+)
 from pydantic_ai_harness.overflowing_tool_output._capability import SummaryOutcome
 from pydantic_ai_harness.overflowing_tool_output._summarize import SummaryRequest
 
@@ -157,12 +164,17 @@ class InlineOps(OverflowingToolOutput[Any]):
 
 
 def build_agent(
-    store_dir: str | Path, *durability: AbstractCapability[Any], inline_ops: bool = False, name: str = AGENT_NAME
+    store_dir: str | Path,
+    *durability: AbstractCapability[Any],
+    inline_ops: bool = False,
+    name: str = AGENT_NAME,
+    store: OverflowStore | None = None,
+    spill_timeout: float = 30.0,
 ) -> Agent[None, str]:
     """The agent under test: spill from 2,000 characters, summarize (with the run's model) from 10,000."""
     capability = (InlineOps if inline_ops else OverflowingToolOutput)(
-        bands=[Band(over=2_000, action=Spill()), Band(over=10_000, action=Summarize())],
-        store=CountingStore(base_dir=store_dir),
+        bands=[Band(over=2_000, action=Spill(timeout=spill_timeout)), Band(over=10_000, action=Summarize())],
+        store=store if store is not None else CountingStore(base_dir=store_dir),
     )
     return Agent(
         FunctionModel(respond, model_name='scripted'),

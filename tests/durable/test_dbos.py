@@ -19,6 +19,9 @@ import pytest
 pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
 
 from dbos import DBOS, SetWorkflowID
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutputWarning
 
 from ._app import COUNTER_DIR_ENV, CRASH_ENV, LOG_LINE_42, SUMMARY_TEXT, build_agent, counts, report
 from ._dbos_app import register, start
@@ -158,3 +161,51 @@ async def test_negative_control_without_durable_operations_repeats_side_effects(
     assert counts(paths.counters)['store_write'] == 4
     assert counts(paths.counters)['summarize'] == 2
     assert SPILL_STEP not in await step_names('wf-inline')
+
+
+@dataclass
+class HangingStore(LocalFileStore):
+    """A real store whose writes never finish (a stuck network mount, say)."""
+
+    async def write(self, key: str, data: bytes) -> str:
+        await anyio.sleep_forever()
+        raise AssertionError('unreachable')
+
+
+@dataclass
+class FullDiskStore(LocalFileStore):
+    """A real store whose writes fail."""
+
+    async def write(self, key: str, data: bytes) -> str:
+        raise OSError(28, 'No space left on device')
+
+
+@pytest.mark.parametrize(
+    ('store_type', 'reason'),
+    [(HangingStore, 'did not finish writing within 0.2 s'), (FullDiskStore, 'No space left on device')],
+)
+async def test_a_failing_or_hanging_store_falls_back_inside_the_step(
+    paths: Paths, store_type: type[LocalFileStore], reason: str
+) -> None:
+    """The step returns the failure as its recorded result, bounded by `Spill.timeout`: the run truncates."""
+    start(paths.db_url)
+    agent = build_agent(paths.store, DBOSDurability(), store=store_type(base_dir=paths.store), spill_timeout=0.2)
+
+    @DBOS.workflow(name='overflow_failing_store')
+    async def run_agent(prompt: str) -> dict[str, Any]:
+        return report(await agent.run(prompt))
+
+    DBOS.launch()
+    with pytest.warns(OverflowingToolOutputWarning, match=reason), SetWorkflowID('wf-store'):
+        with anyio.fail_after(10):
+            result = await run_agent('go')
+
+    assert '[truncated: the middle' in result['output']
+    spill_steps = [
+        step for step in await DBOS.list_workflow_steps_async('wf-store') if step['function_name'] == SPILL_STEP
+    ]
+    assert len(spill_steps) == 1
+    recorded: Any = spill_steps[0]['output']  # the step's journaled `CapabilityOperationResult`
+    handle, recorded_reason = recorded.value
+    assert handle is None
+    assert reason in recorded_reason
