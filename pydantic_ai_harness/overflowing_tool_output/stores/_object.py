@@ -38,6 +38,10 @@ _INDEX_MAGIC = b'PAIOIDX1'
 _INDEX_HEADER = struct.Struct('<8sQH')
 """Index objects are `magic, payload size, e-tag length`, the payload e-tag, then `LineIndex.to_bytes()`."""
 
+_LEAF_SUFFIX = '@'
+"""Ends every object name: handles never contain `@`, so the object for `run/call/0` never collides with the
+directory `run/call/0/` that `run/call/0/content` needs on file-system backends."""
+
 _INLINE_INDEX_BYTES = 1 << 20
 """Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
 
@@ -51,8 +55,8 @@ _ORPHAN_INDEX_GRACE = 3600.0
 class ObjectStore:
     """Spilled payloads as objects in any `obstore` store: S3 (and compatibles), GCS, Azure, local, memory.
 
-    Each payload is one object under `<prefix>/~p/<handle>`, next to a small line-index object under
-    `<prefix>/~i/<handle>`. The query tools read windows with ranged GETs, so paging through a 100 MB
+    Each payload is one object under `<prefix>/~p/<handle>@`, next to a small line-index object under
+    `<prefix>/~i/<handle>@`. The query tools read windows with ranged GETs, so paging through a 100 MB
     payload moves kilobytes. Every worker (or durable-engine activity) configured with the same bucket
     and prefix reads what any other wrote.
 
@@ -186,9 +190,8 @@ class ObjectStore:
         try:
             async for page in _pages(self.store, listing):
                 for meta in page:
-                    path = meta['path']
-                    handle = path[len(base) :] if path.startswith(base) else ''
-                    if is_valid_handle(handle) and handle.startswith(prefix):
+                    handle = _handle_of(meta['path'], base)
+                    if handle is not None and handle.startswith(prefix):
                         found.append(
                             StoredPayload(handle=handle, size=meta['size'], modified=meta['last_modified'].timestamp())
                         )
@@ -225,10 +228,12 @@ class ObjectStore:
         base = f'{self.prefix}/{PAYLOAD_MARKER}/'
         try:
             async for page in _pages(self.store, base.rstrip('/')):
-                ours = [meta for meta in page if is_valid_handle(meta['path'][len(base) :])]
-                verdicts = await asyncio.gather(*(self._prune_verdict(meta, older_than, now, limiter) for meta in ours))
-                expired = [meta['path'][len(base) :] for meta, verdict in zip(ours, verdicts) if verdict]
-                surviving.update(meta['path'][len(base) :] for meta, verdict in zip(ours, verdicts) if not verdict)
+                ours = [(handle, meta) for meta in page if (handle := _handle_of(meta['path'], base)) is not None]
+                verdicts = await asyncio.gather(
+                    *(self._prune_verdict(meta, older_than, now, limiter) for _, meta in ours)
+                )
+                expired = [handle for (handle, _), verdict in zip(ours, verdicts) if verdict]
+                surviving.update(handle for (handle, _), verdict in zip(ours, verdicts) if not verdict)
                 if expired:
                     paths = [self._payload_path(h) for h in expired] + [self._index_path(h) for h in expired]
                     await self._delete_paths(paths, 'prune')
@@ -242,10 +247,10 @@ class ObjectStore:
     # -- implementation --------------------------------------------------------------------------------
 
     def _payload_path(self, handle: str) -> str:
-        return f'{self.prefix}/{PAYLOAD_MARKER}/{handle}'
+        return f'{self.prefix}/{PAYLOAD_MARKER}/{handle}{_LEAF_SUFFIX}'
 
     def _index_path(self, handle: str) -> str:
-        return f'{self.prefix}/{INDEX_MARKER}/{handle}'
+        return f'{self.prefix}/{INDEX_MARKER}/{handle}{_LEAF_SUFFIX}'
 
     def _checked_payload_path(self, handle: str) -> str:
         if not is_valid_handle(handle):
@@ -256,7 +261,7 @@ class ObjectStore:
         if self.cleanup_after is None:
             return {}
         expires = datetime.now(timezone.utc) + self.cleanup_after
-        return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='seconds')}
+        return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='milliseconds')}
 
     def _is_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta, now: float | None = None) -> bool:
         now = time.time() if now is None else now
@@ -344,9 +349,9 @@ class ObjectStore:
         orphans: list[str] = []
         async for page in _pages(self.store, base.rstrip('/')):
             for meta in page:
-                handle = meta['path'][len(base) :]
+                handle = _handle_of(meta['path'], base)
                 if (
-                    is_valid_handle(handle)
+                    handle is not None
                     and handle not in surviving
                     and meta['last_modified'].timestamp() <= now - _ORPHAN_INDEX_GRACE
                 ):
@@ -368,6 +373,14 @@ class ObjectStore:
                 except Exception as single:
                     if not _is_not_found(single):
                         raise _translate(single, what) from single
+
+
+def _handle_of(path: str, base: str) -> str | None:
+    """The handle an object path under `base` stores, or `None` when the object is not one of ours."""
+    if not path.startswith(base) or not path.endswith(_LEAF_SUFFIX):
+        return None
+    handle = path[len(base) : -len(_LEAF_SUFFIX)]
+    return handle if is_valid_handle(handle) else None
 
 
 async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[obstore.ObjectMeta]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -55,8 +56,9 @@ class RedisStore:
     reader never sees one without the other. The query tools read windows with `GETRANGE`, so paging
     through a 100 MB payload moves kilobytes, not megabytes.
 
-    Construct it from a URL (the store opens and owns its connections; call `aclose()` when done) or
-    from your own `redis.asyncio.Redis` client (it must not use `decode_responses=True`). Errors the
+    Construct it from a URL (the store opens and owns its connections, one pool per event loop; call
+    `aclose()` when done) or from your own `redis.asyncio.Redis` client (it must not use
+    `decode_responses=True`). Errors the
     model may see never include the server address or credentials.
     """
 
@@ -89,11 +91,13 @@ class RedisStore:
     """Seconds one command may take on a connection this store opens from `url` (and to connect, capped
     at 5 s). Ignored when you pass a `client`."""
 
-    _owned: Redis | None = field(default=None, init=False, repr=False, compare=False)
-    """The client opened from `url`, for the event loop in `_owned_loop`."""
-
-    _owned_loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False, compare=False)
-    """The event loop `_owned` was created in: asyncio connections cannot move between loops."""
+    _owned: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis] = field(
+        default_factory=weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis],
+        init=False,
+        repr=False,
+        compare=False,
+    )
+    """The clients opened from `url`, one per event loop (asyncio connections cannot move between loops)."""
 
     def __post_init__(self) -> None:
         self.namespace = check_namespace(self.namespace, separator=':', what='RedisStore namespace')
@@ -230,8 +234,12 @@ class RedisStore:
         return bool(deleted)
 
     async def aclose(self) -> None:
-        """Close the connections this store opened from `url` (a `client` you passed stays open)."""
-        owned, self._owned, self._owned_loop = self._owned, None, None
+        """Close the connections this store opened from `url` in the running event loop.
+
+        A `client` you passed stays open. Call it in every event loop that used the store (usually there
+        is one), before that loop ends.
+        """
+        owned = self._owned.pop(asyncio.get_running_loop(), None)
         if owned is not None:
             await owned.aclose()
 
@@ -257,15 +265,16 @@ class RedisStore:
         if self.client is not None:
             return self.client
         loop = asyncio.get_running_loop()
-        if self._owned is None or self._owned_loop is not loop:
-            # A client made in another (finished) event loop cannot be used here: start a fresh one.
-            self._owned = Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
+        client = self._owned.get(loop)
+        if client is None:
+            # A client made in another event loop cannot be used in this one: each loop gets its own.
+            client = Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
                 self.url or 'redis://localhost:6379/0',
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=min(5.0, self.socket_timeout),
             )
-            self._owned_loop = loop
-        return self._owned
+            self._owned[loop] = client
+        return client
 
     async def _call(self, operation: Callable[[Redis], Awaitable[_T]], what: str) -> _T:
         try:

@@ -1,7 +1,7 @@
 """What the networked stores (`RedisStore`, `ObjectStore`) share: handle checks, namespaces and their errors.
 
 Both stores lay their data out as `<namespace><sep>~p<sep><handle>` (the payload) and
-`<namespace><sep>~i<sep><handle>` (its line index). A namespace may not contain `~` and a handle is
+`<namespace><sep>~i<sep><handle>` (its line index); `ObjectStore` appends `@` to both names. A namespace may not contain `~` and a handle is
 checked against the alphabet `handle_for_key` produces, so:
 
 - two distinct keys give two distinct handles (`handle_for_key` is injective), hence two distinct names;

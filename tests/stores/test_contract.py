@@ -1,0 +1,364 @@
+"""The store contract, written once and run against every store on a real backend.
+
+`kit` (see conftest) is parametrized over LocalFileStore, RedisStore (real redis-server), and
+ObjectStore on obstore's MemoryStore, LocalStore and moto's S3 server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output.stores import (
+    DeletableStore,
+    HandleNotFoundError,
+    LineIndexedStore,
+    ListableStore,
+    OverflowStore,
+    RangeReadableStore,
+    build_line_index,
+)
+
+from .conftest import StoreKit
+
+pytestmark = pytest.mark.anyio
+
+TEN_MB = 10 * 1024 * 1024
+
+
+def log_payload(lines: int, needle_at: int | None = None) -> bytes:
+    rows = [
+        f'2026-11-29T10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} handled request {i}' for i in range(lines)
+    ]
+    if needle_at is not None:
+        rows[needle_at] = 'ERROR payment service timed out (needle-42)'
+    return ('\n'.join(rows) + '\n').encode()
+
+
+def ten_mb_payload() -> bytes:
+    rng = random.Random(9)
+    chunk = bytes(rng.getrandbits(8) for _ in range(64 * 1024)) + b'\n'.join(b'line %d' % i for i in range(5000))
+    return (chunk * (TEN_MB // len(chunk) + 1))[:TEN_MB]
+
+
+LEAKS = ('/', '\\', '127.0.0.1', 'localhost', 'redis://', 'http', 's3', 'bucket', 'pyai-harness-tests', '~p', '~i')
+
+
+def assert_not_found_without_leaks(exc: BaseException, handle: str) -> None:
+    message = str(exc)
+    for leak in LEAKS:
+        assert leak not in message, f'{leak!r} leaked in {message!r} for handle {handle!r}'
+
+
+# -- round trips -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    'data',
+    [
+        pytest.param('héllo wörld\nsecond line\n'.encode(), id='text'),
+        pytest.param(bytes(range(256)) * 3, id='binary'),
+        pytest.param(b'', id='empty'),
+        pytest.param(b'no trailing newline', id='no-newline'),
+        pytest.param(b'\r\n\r\n\n', id='newlines-only'),
+    ],
+)
+async def test_round_trip_is_byte_identical(store: OverflowStore, data: bytes) -> None:
+    handle = await store.write('run-1/call_1/0', data)
+    assert isinstance(handle, str) and handle
+    assert await store.read(handle) == data
+
+
+async def test_ten_megabyte_round_trip(store: OverflowStore) -> None:
+    data = ten_mb_payload()
+    handle = await store.write('run-big/call_big/0', data)
+    read = await store.read(handle)
+    assert len(read) == len(data) and hashlib.sha256(read).digest() == hashlib.sha256(data).digest()
+    if isinstance(store, RangeReadableStore):
+        assert await store.size(handle) == TEN_MB
+        assert await store.read_range(handle, TEN_MB - 100, TEN_MB + 100) == data[-100:]
+
+
+async def test_bytearray_and_memoryview_are_accepted(store: OverflowStore) -> None:
+    handle = await store.write('run/a/0', bytearray(b'abc'))  # type: ignore[arg-type]
+    assert await store.read(handle) == b'abc'
+    handle = await store.write('run/b/0', memoryview(b'def'))  # type: ignore[arg-type]
+    assert await store.read(handle) == b'def'
+
+
+async def test_overwriting_a_key_replaces_payload_and_index(store: OverflowStore) -> None:
+    first = await store.write('run/call/0', b'one\ntwo\nthree\n')
+    second = await store.write('run/call/0', b'four\n')
+    assert first == second
+    assert await store.read(second) == b'four\n'
+    if isinstance(store, LineIndexedStore):
+        assert (await store.line_index(second)).line_count == 1
+
+
+DISTINCT_KEYS = [
+    'run/call/0',
+    'run/call/1',
+    'run/call/0/content',
+    'Run/call/0',
+    'run/CALL/0',
+    'run/call~2f0',
+    'run/call%2F0',
+    'run:call/0',
+    'run~3acall/0',
+    'run/call/0/',
+    '/run/call/0',
+    'run//call/0',
+    'run/./call/0',
+    'run/../call/0',
+    '../../etc/passwd',
+    '.',
+    '..',
+    '',
+    'sp ace/0',
+    'ünïcödé/0',
+    '\x00nul/0',
+    'a/b/c/d/e/f/g/h/i/j',
+    'a/b/c/d/e/f/g/h~2fi~2fj',
+    'x' * 96,
+    'x' * 97,
+    'x' * 300,
+    'x' * 299 + 'y',
+    '*',
+    '?',
+    '[a]',
+    '\\',
+]
+
+
+async def test_distinct_keys_never_collide(store: OverflowStore) -> None:
+    handles: dict[str, str] = {}
+    for position, key in enumerate(DISTINCT_KEYS):
+        handles[key] = await store.write(key, f'payload {position} for {key!r}'.encode())
+    assert len(set(handles.values())) == len(DISTINCT_KEYS)
+    for position, key in enumerate(DISTINCT_KEYS):
+        assert await store.read(handles[key]) == f'payload {position} for {key!r}'.encode(), key
+
+
+# -- bad handles ------------------------------------------------------------------------------------
+
+BAD_HANDLES = [
+    '',
+    ' ',
+    'missing/handle/0',
+    '../run/call/0',
+    'run/../../call/0',
+    '/etc/passwd',
+    '/run/call/0',
+    'run/call/0/',
+    'run//call/0',
+    './run/call/0',
+    'C:\\Windows\\win.ini',
+    '..\\..\\boot.ini',
+    '%2e%2e/%2e%2e/etc/passwd',
+    'run/call/0\x00',
+    'run\ncall',
+    '*',
+    'run/*',
+    'run/call/?',
+    '[r]un/call/0',
+    'x' * 5000,
+    '/'.join(['a'] * 40),
+    '~p/run/call/0',
+    '~i/run/call/0',
+    'app:~p:run/call/0',
+    'app/~p/run/call/0',
+    'file:///etc/passwd',
+    'http://169.254.169.254/latest/meta-data',
+    'redis://127.0.0.1/',
+]
+
+
+async def test_unknown_malformed_and_injection_handles_are_not_found(store: OverflowStore) -> None:
+    await store.write('run/call/0', b'secret')
+    for handle in BAD_HANDLES:
+        with pytest.raises(HandleNotFoundError) as caught:
+            await store.read(handle)
+        assert_not_found_without_leaks(caught.value, handle)
+        if isinstance(store, RangeReadableStore):
+            with pytest.raises(HandleNotFoundError):
+                await store.size(handle)
+            with pytest.raises(HandleNotFoundError):
+                await store.read_range(handle, 0, 10)
+        if isinstance(store, LineIndexedStore):
+            with pytest.raises(HandleNotFoundError):
+                await store.line_index(handle)
+        if isinstance(store, DeletableStore):
+            assert await store.delete(handle) is False
+    assert await store.read('run/call/0') == b'secret'
+
+
+async def test_a_handle_cannot_leave_its_namespace(kit: StoreKit) -> None:
+    # `app` is a prefix of the other application's namespace: the classic way to reach a neighbour.
+    mine = kit.make('app')
+    neighbour = kit.make('app/eu' if kit.kind.startswith('object') else ('app-eu' if kit.kind == 'local' else 'app:eu'))
+    mine_handle = await mine.write('run/call/0', b'mine')
+    their_handle = await neighbour.write('run/call/0', b'theirs')
+    assert mine_handle == their_handle
+    assert await mine.read(mine_handle) == b'mine'
+    assert await neighbour.read(their_handle) == b'theirs'
+    crafted = [
+        'eu/~p/run/call/0',
+        'eu:~p:run/call/0',
+        '../eu/~p/run/call/0',
+        '..:eu:~p:run/call/0',
+        '~p/run/call/0',
+        '../app-eu/run/call/0',
+        '../../app-eu/run/call/0',
+    ]
+    for handle in crafted:
+        with pytest.raises(HandleNotFoundError):
+            await mine.read(handle)
+    if isinstance(mine, ListableStore):
+        assert [payload.handle for payload in await mine.list()] == ['run/call/0']
+    if isinstance(neighbour, DeletableStore):
+        assert await neighbour.delete(their_handle)
+        assert await mine.read(mine_handle) == b'mine'
+
+
+# -- range reads, sizes, line index -----------------------------------------------------------------
+
+
+async def test_range_reads_match_slices(store: OverflowStore) -> None:
+    if not isinstance(store, RangeReadableStore):
+        pytest.skip('not a RangeReadableStore')
+    data = log_payload(3000)
+    handle = await store.write('run/range/0', data)
+    assert await store.size(handle) == len(data)
+    rng = random.Random(3)
+    cases = [(0, 0), (0, 1), (0, len(data)), (-50, 10), (len(data) - 1, len(data) + 10), (len(data), len(data) + 5)]
+    cases += [(len(data) + 100, len(data) + 200), (10, 5)]
+    cases += [(start, start + rng.randrange(0, 70_000)) for start in (rng.randrange(len(data)) for _ in range(30))]
+    for start, end in cases:
+        assert await store.read_range(handle, start, end) == data[max(0, start) : max(0, end)], (start, end)
+
+
+async def test_range_reads_on_an_empty_payload(store: OverflowStore) -> None:
+    if not isinstance(store, RangeReadableStore):
+        pytest.skip('not a RangeReadableStore')
+    handle = await store.write('run/empty/0', b'')
+    assert await store.size(handle) == 0
+    assert await store.read_range(handle, 0, 100) == b''
+
+
+@pytest.mark.parametrize(
+    'data',
+    [
+        pytest.param(b'', id='empty'),
+        pytest.param(b'one line', id='one-line'),
+        pytest.param(b'a\nb\n', id='trailing-newline'),
+        pytest.param(b'\n' * 70_000, id='only-newlines-two-chunks'),
+        pytest.param(log_payload(20_000), id='log-many-chunks'),
+        pytest.param(b'ok\n\x00\x01\xff binary', id='binary'),
+        pytest.param('€'.encode() * 30_000, id='utf8-across-chunks'),
+    ],
+)
+async def test_line_index_matches_the_payload(store: OverflowStore, data: bytes) -> None:
+    if not isinstance(store, LineIndexedStore):
+        pytest.skip('not a LineIndexedStore')
+    handle = await store.write('run/index/0', data)
+    expected = build_line_index(data)
+    index = await store.line_index(handle)
+    assert (index.size, index.newline_count, index.line_count, index.is_binary, index.ends_with_newline) == (
+        expected.size,
+        expected.newline_count,
+        expected.line_count,
+        expected.is_binary,
+        expected.ends_with_newline,
+    )
+    assert list(index.newlines_before) == list(expected.newlines_before)
+
+
+# -- listing and deletion ---------------------------------------------------------------------------
+
+
+async def test_listing_and_deletion(store: OverflowStore) -> None:
+    if not isinstance(store, ListableStore) or not isinstance(store, DeletableStore):
+        pytest.skip('not listable and deletable')
+    sizes = {'run-a/call_1/0': 10, 'run-a/call_2/0': 2000, 'run-a/call_2/0/content': 0, 'run-b/call_1/0': 5}
+    handles = {key: await store.write(key, b'x' * size) for key, size in sizes.items()}
+    listed = await store.list()
+    assert [payload.handle for payload in listed] == sorted(handles.values())
+    assert {payload.handle: payload.size for payload in listed} == {handles[k]: v for k, v in sizes.items()}
+    assert all(payload.modified > 0 for payload in listed)
+    assert [payload.handle for payload in await store.list('run-a/')] == sorted(
+        handles[k] for k in sizes if k.startswith('run-a/')
+    )
+    assert [payload.handle for payload in await store.list('run-a/call_2')] == [
+        handles['run-a/call_2/0'],
+        handles['run-a/call_2/0/content'],
+    ]
+    assert await store.list('nothing-here') == []
+    assert await store.list('*') == []
+
+    assert await store.delete(handles['run-a/call_2/0']) is True
+    assert await store.delete(handles['run-a/call_2/0']) is False
+    with pytest.raises(HandleNotFoundError):
+        await store.read(handles['run-a/call_2/0'])
+    assert await store.read(handles['run-a/call_2/0/content']) == b''
+    assert handles['run-a/call_2/0'] not in [payload.handle for payload in await store.list()]
+
+
+# -- the query tools over each store ----------------------------------------------------------------
+
+
+def tool_return(messages: list[ModelMessage]) -> str:
+    part = messages[-1].parts[-1]
+    assert isinstance(part, ToolReturnPart)
+    return str(part.content)
+
+
+async def test_query_tools_page_through_the_store(store: OverflowStore) -> None:
+    data = log_payload(120_000, needle_at=98_765)
+    handle = await store.write('run-q/call_big/0', data)
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = len(answers)
+        if step > 0 or len(messages) > 1:
+            answers.append(tool_return(messages))
+        calls: list[dict[str, Any]] = [
+            {'tool_name': 'grep_tool_result', 'args': {'handle': handle, 'pattern': 'needle-42'}},
+            {'tool_name': 'read_tool_result', 'args': {'handle': handle, 'offset': 98_760, 'limit': 10}},
+            {'tool_name': 'read_tool_result', 'args': {'handle': handle, 'from_end': True, 'limit': 200}},
+            {'tool_name': 'read_tool_result', 'args': {'handle': 'run-q/../../etc/passwd'}},
+        ]
+        if len(answers) < len(calls):
+            return ModelResponse(parts=[ToolCallPart(**calls[len(answers)])])
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
+    result = await agent.run('find the error')
+    assert result.output == 'done'
+    grep, window, tail, bad = answers
+    assert '98766' in grep and 'needle-42' in grep
+    assert '98766| ERROR payment service timed out (needle-42)' in window
+    assert 'lines 98761-98770 of 120000' in window
+    assert 'last lines 119801-120000 of 120000' in tail
+    assert 'No stored result found' in bad
+    for leak in ('127.0.0.1', 'redis://', 'http', 'pyai-harness-tests', os.sep + 'tmp'):
+        assert leak not in bad
+
+
+async def test_query_tools_on_binary_payload(store: OverflowStore) -> None:
+    handle = await store.write('run-q/call_bin/0', bytes(range(256)) * 10)
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle, 'limit': 2})])
+        return ModelResponse(parts=[TextPart(tool_return(messages))])
+
+    result = await Agent(FunctionModel(model), toolsets=[build_query_toolset(store)]).run('dump it')
+    assert 'hex' in result.output.lower() or '00 01 02 03' in result.output
