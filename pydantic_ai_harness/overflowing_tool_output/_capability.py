@@ -345,24 +345,30 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], key: str, data: bytes, timeout: float
     ) -> tuple[str | None, str]:
         """Write `data` through the durable `overflow_spill_write` operation; any failure becomes a reason."""
+        # Text crosses a durable boundary as itself (JSON-encoded by some engines, so it counts against their
+        # payload limits about once); bytes that are not UTF-8 (binary, lone surrogates) cross as base64.
         try:
-            # Base64: raw bytes (binary payloads, lone surrogates) do not survive a JSON durable boundary.
-            return await self._spill_write(ctx, key, base64.b64encode(data).decode('ascii'), timeout)
+            text, data_b64 = data.decode('utf-8'), None
+        except UnicodeDecodeError:
+            text, data_b64 = None, base64.b64encode(data).decode('ascii')
+        try:
+            return await self._spill_write(ctx, key, text, data_b64, timeout)
         except Exception as exc:  # noqa: BLE001 - a durable unit that failed is a store failure: fall back
             return None, f'the store write failed: {exc!r}'
 
     @durable_operation(name='overflow_spill_write')
     async def _spill_write(
-        self, ctx: RunContext[AgentDepsT], key: str, data_b64: str, timeout: float
+        self, ctx: RunContext[AgentDepsT], key: str, text: str | None, data_b64: str | None, timeout: float
     ) -> tuple[str | None, str]:
-        """Write one payload to the store, bounded by `timeout`. Returns `(handle, '')` or `(None, reason)`.
+        """Write one payload (`text` as UTF-8, else `data_b64`) to the store, bounded by `timeout`.
 
-        A durable operation (a DBOS step, a Temporal activity, a Prefect task) under a durability capability,
-        so a replay or a recovery reuses the recorded handle instead of writing again. The name is persisted
-        by the engines: never change it. Failures are returned, not raised, so they are recorded too.
+        Returns `(handle, '')` or `(None, reason)`. A durable operation (a DBOS step, a Temporal activity, a
+        Prefect task) under a durability capability, so a replay or a recovery reuses the recorded handle
+        instead of writing again. The name is persisted by the engines: never change it. Failures are
+        returned, not raised, so they are recorded too.
         """
         del ctx  # carried only so the engine dispatches this call within the run
-        data = base64.b64decode(data_b64)
+        data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
         try:
             with anyio.fail_after(timeout):
                 handle = await self._resolved_store.write(key, data)

@@ -153,9 +153,9 @@ class InlineOps(OverflowingToolOutput[Any]):
     """
 
     async def _spill_write(
-        self, ctx: RunContext[Any], key: str, data_b64: str, timeout: float
+        self, ctx: RunContext[Any], key: str, text: str | None, data_b64: str | None, timeout: float
     ) -> tuple[str | None, str]:
-        return await super()._spill_write(ctx, key, data_b64, timeout)
+        return await super()._spill_write(ctx, key, text, data_b64, timeout)
 
     async def _summarize_durably(
         self, ctx: RunContext[Any], action_index: int, request: SummaryRequest
