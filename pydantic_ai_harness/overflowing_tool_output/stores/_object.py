@@ -119,11 +119,13 @@ class ObjectStore:
         if error is not None:
             raise error
         handle = handle_for_key(key)
+        put = self._put(self._payload_path(handle), payload, self._expiry_attributes())
         if len(payload) > _INLINE_INDEX_BYTES:
-            index = await anyio.to_thread.run_sync(lambda: build_line_index(payload))
+            # Index in a worker thread while the upload runs: a spill costs about one upload.
+            result, index = await asyncio.gather(put, anyio.to_thread.run_sync(lambda: build_line_index(payload)))
         else:
             index = build_line_index(payload)
-        result = await self._put(self._payload_path(handle), payload, self._expiry_attributes())
+            result = await put
         try:
             await self._put(self._index_path(handle), _index_bytes(index, len(payload), result.get('e_tag')), {})
         except StoreBackendError:
