@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
+from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
 from ._summarize import OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
 from .stores import (
@@ -35,6 +36,9 @@ __all__ = (
     'ListableStore',
     'LocalFileStore',
     'OverflowConfigurationError',
+    'OverflowReduced',
+    'OverflowReport',
+    'OverflowRunSummary',
     'OverflowStore',
     'OverflowingToolOutput',
     'OverflowingToolOutputWarning',
@@ -52,4 +56,5 @@ __all__ = (
     'build_line_index',
     'build_query_toolset',
     'default_bands',
+    'overflow_report',
 )

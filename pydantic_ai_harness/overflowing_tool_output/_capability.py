@@ -12,12 +12,26 @@ from typing import Any, Literal, cast
 
 import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
-from pydantic_ai.messages import ToolCallPart, ToolReturn
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturn
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
+from ._events import (
+    CONTENT_SIZE_AFTER_KEY,
+    CONTENT_SIZE_BEFORE_KEY,
+    SIZE_AFTER_KEY,
+    SIZE_BEFORE_KEY,
+    OverflowReduced,
+    OverflowRunSummary,
+    log_reduction,
+    logger,
+    overflow_report,
+    record_on_span,
+)
 from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
 from ._render import Rendered, estimate_tokens, measure, pageable_json, render_content, render_value
@@ -84,6 +98,7 @@ class _Reduced:
     action: str
     handle: str | None = None
     nbytes: int | None = None
+    size_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,35 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             _warn(f'OverflowingToolOutput failed on the result of `{call.tool_name}` and left it as is: {exc!r}')
             return result
 
+    async def after_model_request(
+        self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        """When the model answers without calling a function tool, emit the run's `OverflowRunSummary`."""
+        function_tools = {tool.name for tool in request_context.model_request_parameters.function_tools}
+        if any(isinstance(part, ToolCallPart) and part.tool_name in function_tools for part in response.parts):
+            return response
+        this_run = [m for m in ctx.messages if getattr(m, 'run_id', None) == ctx.run_id]
+        report = overflow_report(this_run)
+        if report.reduced:
+            logger.info(
+                'run %s: reduced %d tool outputs, %d -> %d characters',
+                ctx.run_id,
+                report.reduced,
+                report.chars_before,
+                report.chars_after,
+            )
+            summary = OverflowRunSummary(
+                reduced=report.reduced,
+                chars_before=report.chars_before,
+                chars_after=report.chars_after,
+                handles=list(report.handles),
+            )
+            try:
+                await ctx.emit(summary)
+            except UserError:
+                pass  # no event stream to report to
+        return response
+
     # --- reduction -----------------------------------------------------------------------------------
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
@@ -295,8 +339,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
             tokens = size if self.over_tokens else estimate_tokens(rendered.text)
             reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens)
-            if reduced is not None or isinstance(action, Passthrough):
+            if reduced is not None:
+                reduced = replace(reduced, size_before=rendered.size_chars)
+                await _report(ctx, call, unit, reduced, tried, size)
                 return reduced
+            if isinstance(action, Passthrough):
+                return None
             next_action = action.then
             what = f'falling back to {type(next_action).__name__}' if next_action is not None else 'leaving it as is'
             _warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
@@ -314,7 +362,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             _warn(f'`{tool_name}` returned a value that cannot be serialized; sent a best-effort rendering')
             return _Reduced(rendered.text + unrenderable_note(type(original).__name__), 'render')
         if rendered.kind == 'text' and isinstance(original, str) and rendered.text != original:
-            return _Reduced(rendered.text, 'strip_ansi')
+            return _Reduced(rendered.text, 'strip_ansi', size_before=len(original))
         return None
 
     async def _apply(
@@ -481,6 +529,38 @@ def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize,
     return tuple(found)
 
 
+def _visible_chars(value: Any) -> int:
+    return len(value) if isinstance(value, (str, bytes)) else 0
+
+
+async def _report(
+    ctx: RunContext[Any],
+    call: ToolCallPart,
+    unit: UnitName,
+    reduced: _Reduced,
+    tried: list[str],
+    measured: int,
+) -> None:
+    """Tell the application: a typed event on the run's stream, a log record, attributes on the tool's span."""
+    event = OverflowReduced(
+        unit=unit,
+        action=reduced.action,
+        fallback_path=list(tried),
+        measured=measured,
+        chars_before=reduced.size_before,
+        chars_after=_visible_chars(reduced.value),
+        handle=reduced.handle,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+    )
+    log_reduction(call.tool_name, event)
+    record_on_span(event)
+    try:
+        await ctx.emit(event)
+    except UserError:
+        pass  # a hook called outside an agent run (tests, direct use) has no event stream
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
 
@@ -496,11 +576,15 @@ def _reassemble(
     notes: dict[str, Any] = {}
     if new_value is not None:
         notes['overflow_action'] = new_value.action
+        notes[SIZE_BEFORE_KEY] = new_value.size_before
+        notes[SIZE_AFTER_KEY] = _visible_chars(new_value.value)
         if new_value.handle is not None:
             notes['overflow_handle'] = new_value.handle
             notes['overflow_bytes'] = new_value.nbytes
     if new_content is not None:
         notes['overflow_content_action'] = new_content.action
+        notes[CONTENT_SIZE_BEFORE_KEY] = new_content.size_before
+        notes[CONTENT_SIZE_AFTER_KEY] = _visible_chars(new_content.value)
         if new_content.handle is not None:
             notes['overflow_content_handle'] = new_content.handle
             notes['overflow_content_bytes'] = new_content.nbytes

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
 
@@ -50,7 +51,7 @@ def memory_store() -> MemoryStore:
 
 
 def call_tools_once(*calls: tuple[str, dict[str, Any]]) -> FunctionModel:
-    """A scripted model: call the given tools in one step, then answer 'done'."""
+    """A scripted model: call the given tools in one step, then answer 'done' (also when streamed)."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
@@ -59,7 +60,16 @@ def call_tools_once(*calls: tuple[str, dict[str, Any]]) -> FunctionModel:
             )
         return ModelResponse(parts=[TextPart('done')])
 
-    return FunctionModel(respond)
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if len(messages) == 1:
+            yield {
+                i: DeltaToolCall(name, json.dumps(args), tool_call_id=f'call_{i}')
+                for i, (name, args) in enumerate(calls)
+            }
+        else:
+            yield 'done'
+
+    return FunctionModel(respond, stream_function=stream)
 
 
 @dataclass

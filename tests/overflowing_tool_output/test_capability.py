@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 import pytest
-from dirty_equals import IsStr
+from dirty_equals import IsInt, IsStr
 from inline_snapshot import snapshot
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, RunContext
@@ -322,7 +322,12 @@ async def test_content_is_reduced_with_the_same_bands_and_metadata_is_kept() -> 
     run = await run_tool(cap(Band(over=1_000, action=Truncate(max_chars=300))), envelope)
     part = run.returns()[0]
     assert part.content == 'small'
-    assert part.metadata == {'source': 'db', 'overflow_content_action': 'truncate'}
+    assert part.metadata == {
+        'source': 'db',
+        'overflow_content_action': 'truncate',
+        'overflow_content_size_before': 5_000,
+        'overflow_content_size_after': IsInt(le=300),
+    }
     [content] = run.user_texts()
     assert len(content) <= 300
 

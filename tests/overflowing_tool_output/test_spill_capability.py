@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from dirty_equals import IsInt
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -51,6 +52,8 @@ Last lines (49,999-50,000):
 """)
     assert run.returns()[0].metadata == {
         'overflow_action': 'spill',
+        'overflow_size_before': len(build_log()),
+        'overflow_size_after': len(preview),
         'overflow_handle': 'run-1/call_0/0',
         'overflow_bytes': len(build_log().encode()),
     }
@@ -121,9 +124,13 @@ async def test_value_and_content_spill_to_distinct_handles(memory_store: MemoryS
     assert run.returns()[0].metadata == {
         'origin': 'tool',
         'overflow_action': 'spill',
+        'overflow_size_before': 20_000,
+        'overflow_size_after': IsInt(lt=1_100),
         'overflow_handle': 'run-1/call_0/0',
         'overflow_bytes': 20_000,
         'overflow_content_action': 'spill',
+        'overflow_content_size_before': 20_000,
+        'overflow_content_size_after': IsInt(lt=1_100),
         'overflow_content_handle': 'run-1/call_0/0/content',
         'overflow_content_bytes': 20_000,
     }

@@ -1,0 +1,192 @@
+"""What the capability reports about its work: typed events, log records, span attributes, a per-run report."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from opentelemetry import trace
+from pydantic_ai.messages import CapabilityEvent, ModelMessage, ModelRequest, ToolReturnPart
+
+__all__ = ('OverflowReduced', 'OverflowReport', 'OverflowRunSummary', 'logger', 'overflow_report')
+
+logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
+"""Each reduction is logged here at INFO; fallbacks at WARNING (they also raise a warning)."""
+
+SIZE_BEFORE_KEY = 'overflow_size_before'
+SIZE_AFTER_KEY = 'overflow_size_after'
+CONTENT_SIZE_BEFORE_KEY = 'overflow_content_size_before'
+CONTENT_SIZE_AFTER_KEY = 'overflow_content_size_after'
+
+
+@dataclass(kw_only=True)
+class OverflowReduced(CapabilityEvent, namespace='overflowing_tool_output'):
+    """Emitted each time a tool return (or its `content`) was reduced.
+
+    Seen by `agent.run_stream_events(...)`, `event_stream_handler`s and `on_event` listeners.
+    """
+
+    unit: Literal['return_value', 'content'] = 'return_value'
+    """Which part of the tool return was reduced."""
+
+    action: str = ''
+    """The action that produced the result: `'spill'`, `'truncate'`, `'summarize'`, ..."""
+
+    fallback_path: list[str] = field(default_factory=list[str])
+    """Every action tried, in order, e.g. `['Spill', 'Truncate']` when the store failed."""
+
+    measured: int = 0
+    """The size the bands compared (characters, bytes for binary, or tokens with `over_tokens`)."""
+
+    chars_before: int = 0
+    """Characters (bytes for binary) of the output as the tool returned it."""
+
+    chars_after: int = 0
+    """Characters of what the model sees instead."""
+
+    handle: str | None = None
+    """Where the full output was stored, when it was."""
+
+
+@dataclass(kw_only=True)
+class OverflowRunSummary(CapabilityEvent, namespace='overflowing_tool_output'):
+    """Emitted once at the end of a run that reduced anything: totals for the whole run."""
+
+    reduced: int = 0
+    """How many tool returns (or contents) were reduced."""
+
+    chars_before: int = 0
+    """Their characters before reduction."""
+
+    chars_after: int = 0
+    """Their characters after."""
+
+    handles: list[str] = field(default_factory=list[str])
+    """Every handle written in the run."""
+
+    @property
+    def chars_saved(self) -> int:
+        """Characters no longer sent to the model, on every later request of the run."""
+        return self.chars_before - self.chars_after
+
+    @property
+    def tokens_saved(self) -> int:
+        """The same, in estimated tokens (~4 characters per token)."""
+        return self.chars_saved // 4
+
+
+@dataclass(frozen=True)
+class OverflowReport:
+    """What the capability did in a run, read back from the message history (`result.all_messages()`)."""
+
+    reduced: int
+    """How many tool returns (or contents) were reduced."""
+
+    by_action: Mapping[str, int]
+    """Counts per action, e.g. `{'spill': 3, 'truncate': 1}`."""
+
+    chars_before: int
+    """Characters (bytes for binary) the tools returned, for the reduced ones."""
+
+    chars_after: int
+    """Characters the model was shown instead."""
+
+    handles: tuple[str, ...]
+    """Every handle written."""
+
+    @property
+    def chars_saved(self) -> int:
+        """Characters kept out of the context, on every later request of the run."""
+        return self.chars_before - self.chars_after
+
+    @property
+    def tokens_saved(self) -> int:
+        """The same, in estimated tokens (~4 characters per token)."""
+        return self.chars_saved // 4
+
+
+def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
+    """Summarize the reductions recorded in a message history (works on stored or deserialized histories too).
+
+    ```python
+    from pydantic_ai_harness.overflowing_tool_output import overflow_report
+
+    report = overflow_report([])
+    assert report.reduced == 0
+    ```
+    """
+    reduced = chars_before = chars_after = 0
+    by_action: dict[str, int] = {}
+    handles: list[str] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if not isinstance(part, ToolReturnPart):
+                continue
+            raw: object = part.metadata
+            if not isinstance(raw, Mapping):
+                continue
+            metadata = cast('Mapping[str, Any]', raw)
+            for prefix, before_key, after_key in (
+                ('overflow', SIZE_BEFORE_KEY, SIZE_AFTER_KEY),
+                ('overflow_content', CONTENT_SIZE_BEFORE_KEY, CONTENT_SIZE_AFTER_KEY),
+            ):
+                action = metadata.get(f'{prefix}_action')
+                if not isinstance(action, str):
+                    continue
+                reduced += 1
+                by_action[action] = by_action.get(action, 0) + 1
+                chars_before += _int(metadata.get(before_key))
+                chars_after += _int(metadata.get(after_key))
+                handle = metadata.get(f'{prefix}_handle')
+                if isinstance(handle, str):
+                    handles.append(handle)
+    return OverflowReport(reduced, by_action, chars_before, chars_after, tuple(handles))
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def record_on_span(event: OverflowReduced) -> None:
+    """Put the reduction on the current span (the tool's span when pydantic-ai instrumentation is on)."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    prefix = 'pydantic_ai_harness.overflow' if event.unit == 'return_value' else 'pydantic_ai_harness.overflow_content'
+    attributes: dict[str, str | int | list[str]] = {
+        f'{prefix}.action': event.action,
+        f'{prefix}.fallback_path': event.fallback_path,
+        f'{prefix}.measured': event.measured,
+        f'{prefix}.chars_before': event.chars_before,
+        f'{prefix}.chars_after': event.chars_after,
+    }
+    if event.handle is not None:
+        attributes[f'{prefix}.handle'] = event.handle
+    span.set_attributes(attributes)
+
+
+def log_reduction(tool_name: str, event: OverflowReduced) -> None:
+    """One INFO record per reduction, with the numbers in `extra` for structured logging."""
+    logger.info(
+        'reduced the %s of %s: %s (%s), %d -> %d characters%s',
+        event.unit,
+        tool_name,
+        event.action,
+        ' -> '.join(event.fallback_path),
+        event.chars_before,
+        event.chars_after,
+        f', stored as {event.handle}' if event.handle else '',
+        extra={
+            'overflow_tool_name': tool_name,
+            'overflow_unit': event.unit,
+            'overflow_action': event.action,
+            'overflow_fallback_path': event.fallback_path,
+            'overflow_chars_before': event.chars_before,
+            'overflow_chars_after': event.chars_after,
+            'overflow_handle': event.handle,
+        },
+    )
