@@ -17,6 +17,7 @@ SECTIONS: dict[str, str] = {
     'economy': 'bench.bench_economy',
     'overhead': 'bench.bench_overhead',
     'store': 'bench.bench_store',
+    'fleet': 'bench.bench_fleet_stores',
     'handoffs': 'bench.bench_handoffs',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
