@@ -393,6 +393,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], key: str, data: bytes, timeout: float
     ) -> tuple[str | None, str]:
         """Write `data` through the durable `overflow_spill_write` operation; any failure becomes a reason."""
+        if not ctx.in_durable_context:
+            # Outside a durable run the operation would run in place anyway: skip its text/base64 round trip,
+            # which costs several copies of a payload that may be 100 MB.
+            return await self._store_write(key, data, timeout)
         # Text crosses a durable boundary as itself (JSON-encoded by some engines, so it counts against their
         # payload limits about once); bytes that are not UTF-8 (binary, lone surrogates) cross as base64.
         try:
@@ -417,6 +421,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         del ctx  # carried only so the engine dispatches this call within the run
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
+        return await self._store_write(key, data, timeout)
+
+    async def _store_write(self, key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
+        """The store write itself, bounded by `timeout`. Returns `(handle, '')` or `(None, reason)`."""
         try:
             with anyio.fail_after(timeout):
                 handle = await self._resolved_store.write(key, data)
