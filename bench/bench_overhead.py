@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,8 @@ An agent on a scripted `FunctionModel` (which answers instantly, so only framewo
 measured) makes 1,000 tool calls; every tool returns a 2,000-character text, below the default
 10,000-character band, so nothing is reduced. The figure is the run time with `OverflowingToolOutput()`
 divided by the run time without it, in CPU time of the process (so other processes' load does not count).
-The two agents alternate over several rounds after a warm-up, and the fastest round of each is compared.
+The two agents alternate over 21 interleaved pairs after a warm-up, and the median of the per-pair ratios is
+reported.
 
 Two shapes: one run of 10 steps with 100 parallel calls each (the per-return cost the target is about),
 and 100 short runs of one step with 10 calls each, where the per-run cost of advertising the two query
@@ -31,7 +33,7 @@ request, both vanish.
 """
 
 PAYLOAD = 'x' * 1_999 + '\n'
-ROUNDS = 9
+PAIRS = 21
 
 
 def _agent(capabilities: list[Any], steps: int, calls: int) -> Agent[None, str]:
@@ -62,16 +64,24 @@ async def _time(agent: Agent[None, str], runs: int) -> float:
 
 
 async def _ratio(make: Callable[[list[Any]], Agent[None, str]], runs: int) -> tuple[float, float, float]:
+    """The median, over interleaved pairs, of (time with the capability) / (time without), and both medians."""
     bare = make([])
     capped = make([OverflowingToolOutput()])
     await _time(bare, runs)  # warm-up: imports, schemas, caches
     await _time(capped, runs)
+    ratios: list[float] = []
     bare_times: list[float] = []
     capped_times: list[float] = []
-    for _ in range(ROUNDS):
-        bare_times.append(await _time(bare, runs))
-        capped_times.append(await _time(capped, runs))
-    return min(capped_times) / min(bare_times), min(bare_times), min(capped_times)
+    for index in range(PAIRS):
+        # Alternate which goes first, so a drift in machine load does not favour either.
+        first, second = (bare, capped) if index % 2 == 0 else (capped, bare)
+        t_first = await _time(first, runs)
+        t_second = await _time(second, runs)
+        b, c = (t_first, t_second) if first is bare else (t_second, t_first)
+        bare_times.append(b)
+        capped_times.append(c)
+        ratios.append(c / b)
+    return statistics.median(ratios), statistics.median(bare_times), statistics.median(capped_times)
 
 
 def run() -> list[Entry]:

@@ -228,3 +228,26 @@ async def test_a_store_returning_no_handle_falls_back(bad_handle: Any) -> None:
     with pytest.warns(OverflowingToolOutputWarning, match='instead of a handle string'):
         run = await run_tool(OverflowingToolOutput(store=OddStore()), 'o' * 20_000)
     assert len(run.returned()) <= 5_000
+
+
+async def test_the_query_tools_own_output_is_never_reduced(memory_store: MemoryStore) -> None:
+    """A read capped at the tools' own 20,000 characters passes through even with a 100-character band."""
+    capability = OverflowingToolOutput(bands=[Band(over=100, action=Spill())], store=memory_store)
+    agent = Agent(
+        call_tools_once(('big', {})),
+        capabilities=[capability],
+    )
+    agent.tool_plain(name='big')(lambda: ''.join(f'row {i}: ' + 'x' * 20 + '\n' for i in range(5_000)))
+    result = await agent.run('go', run_id='run-1')
+    handle = result.all_messages()[2].parts[0].metadata['overflow_handle']
+
+    reader = Agent(
+        call_tools_once(('read_tool_result', {'handle': handle, 'offset': 0, 'limit': 1_000})),
+        capabilities=[capability],
+    )
+    read = await reader.run('read it')
+    part = read.all_messages()[2].parts[0]
+    assert part.tool_name == 'read_tool_result'
+    assert part.metadata is None  # untouched by the capability
+    assert len(part.content) > 19_000
+    assert 'row 540: ' in part.content
