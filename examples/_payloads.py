@@ -11,6 +11,7 @@ from typing import Any
 FAILING_TEST = 'tests/api/test_checkout.py::test_apply_coupon_twice'
 FAILING_ERROR = 'AssertionError: expected total 90.00, got 80.00'
 STUCK_ORDER_ID = 'ord_7f3a9c21'
+FAILING_LOCATION = 'tests/api/test_checkout.py:142'
 
 
 def test_log(lines: int = 50_000, seed: int = 7) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -21,17 +22,19 @@ from rich.panel import Panel
 from rich.table import Table
 
 from examples import _payloads as payloads
-from examples._scripted import CarefulModel, Question, on_line, preceding
+from examples._scripted import CarefulModel, Question, preceding
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
 console = Console(highlight=False, width=max(100, Console().width))
 
+TRACEBACK_LINE = re.compile(r'File "(tests/\S+)", line (\d+)')
+
 QUESTIONS = [
     Question(
-        prompt='The CI run is red. Which test failed, and with what error?',
+        prompt='The CI run is red. Which line of which test file does the failing test break on?',
         calls=[('run_tests', {})],
         search='FAILED',
-        extract=on_line('FAILED ', r'FAILED (\S+ - .+)'),
+        extract=lambda text: (m := TRACEBACK_LINE.search(text)) and f'{m[1]}:{m[2]}',
     ),
     Question(
         prompt='One order is stuck in the orders API. What is its id?',
@@ -146,7 +149,7 @@ async def main_scripted() -> None:
     table = Table(title='Tokens sent to the model over the whole session (cl100k_base)')
     for column in ('configuration', 'requests', 'input tokens', 'largest request', 'retrieval calls', 'correct'):
         table.add_column(column, justify='left' if column == 'configuration' else 'right')
-    expected = [f'{payloads.FAILING_TEST} - {payloads.FAILING_ERROR}', payloads.STUCK_ORDER_ID]
+    expected = [payloads.FAILING_LOCATION, payloads.STUCK_ORDER_ID]
     for name, run_brain, total, peak in (
         ('no capability', bare_brain, bare_total, bare_peak),
         ('OverflowingToolOutput()', brain, with_total, with_peak),
