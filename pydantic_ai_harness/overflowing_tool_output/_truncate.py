@@ -63,19 +63,15 @@ def truncate_text(text: str, max_chars: int, strategy: TruncationStrategy) -> st
     total = len(text)
     if total <= max_chars:
         return text
-    keep = max_chars
-    # The marker's length depends on the numbers it reports; shrink the kept part until both fit.
-    for _ in range(8):
-        cut = _plan(text, max(keep, 0), strategy)
-        marker = _marker_for(text, cut, total, strategy)
-        overflow = cut.head_end + (total - cut.tail_start) + len(marker) - max_chars
-        if overflow <= 0:
-            return _assemble(text, cut, marker)
-        keep -= overflow
-    # Unreachable for max_chars >= MIN_TRUNCATE_CHARS; keep the bound even so.
-    return truncation_marker(omitted=total, total=total, first_line=1, last_line=text.count('\n') + 1, where='all')[
-        :max_chars
-    ]
+    # Reserve room for the longest marker this text could need (its numbers are at most the totals), plus the
+    # two newlines around it; line snapping only ever shrinks the kept parts, so the result always fits.
+    total_lines = text.count('\n') + 1
+    longest = truncation_marker(
+        omitted=total, total=total, first_line=total_lines, last_line=total_lines + 1, where='middle'
+    )
+    keep = max(max_chars - len(longest) - 2, 0)
+    cut = _plan(text, keep, strategy)
+    return _assemble(text, cut, _marker_for(text, cut, total, strategy))
 
 
 _CUT_PLACE: dict[TruncationStrategy, Literal['start', 'middle', 'end']] = {

@@ -90,3 +90,16 @@ def test_marker_fits_the_minimum_budget_even_for_huge_totals(total: int) -> None
     text = ('y' * 99 + '\n') * (total // 100) if total <= 10**6 else 'z' * 10**6
     out = truncate_text(text, MIN_TRUNCATE_CHARS, TruncationStrategy.head_tail)
     assert len(out) <= MIN_TRUNCATE_CHARS
+
+
+@pytest.mark.parametrize('strategy', list(TruncationStrategy))
+@pytest.mark.parametrize('max_chars', [MIN_TRUNCATE_CHARS, 300, 1_000, 5_000])
+def test_regular_lines_always_keep_most_of_the_budget(strategy: TruncationStrategy, max_chars: int) -> None:
+    """Regression: line snapping once made the shrink loop oscillate and return only the marker."""
+    for line_length in range(2, 300):
+        text = ('x' * (line_length - 1) + '\n') * 400
+        if len(text) <= max_chars:
+            continue
+        out = truncate_text(text, max_chars, strategy)
+        assert max_chars // 2 <= len(out) <= max_chars, line_length
+        assert out.count('x') > 0, line_length
