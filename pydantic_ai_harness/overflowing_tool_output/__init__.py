@@ -5,6 +5,9 @@ See [the guide](../overflowing-tool-output.md) for the concepts and examples.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from . import stores as _stores
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
@@ -18,12 +21,17 @@ from .stores import (
     ListableStore,
     LocalFileStore,
     OverflowStore,
+    PayloadTooLargeError,
     RangeReadableStore,
+    StoreBackendError,
     StoreCleanupWarning,
     StoredPayload,
     StoreRootError,
     build_line_index,
 )
+
+if TYPE_CHECKING:
+    from .stores import ObjectStore as ObjectStore, RedisStore as RedisStore
 
 __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
@@ -43,9 +51,11 @@ __all__ = (
     'OverflowingToolOutput',
     'OverflowingToolOutputWarning',
     'Passthrough',
+    'PayloadTooLargeError',
     'QueryLimits',
     'RangeReadableStore',
     'Spill',
+    'StoreBackendError',
     'StoreCleanupWarning',
     'StoreRootError',
     'StoredPayload',
@@ -58,3 +68,10 @@ __all__ = (
     'default_bands',
     'overflow_report',
 )
+
+
+def __getattr__(name: str) -> Any:
+    # `RedisStore` and `ObjectStore` need their extras; they are imported on first use, like in `.stores`.
+    if name in ('RedisStore', 'ObjectStore'):
+        return getattr(_stores, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -61,7 +61,7 @@ class ObjectStore:
     and prefix reads what any other wrote.
 
     Expiry: with `cleanup_after`, each payload carries an `expires-at` metadata attribute; reads treat an
-    expired payload as not found, and [`prune`][pydantic_ai_harness.overflowing_tool_output.stores.ObjectStore.prune]
+    expired payload as not found, and [`prune`][pydantic_ai_harness.overflowing_tool_output.stores._object.ObjectStore.prune]
     deletes it. A bucket lifecycle rule on the prefix is the alternative that needs no process at all.
     Backends without custom metadata (`LocalStore`) use the object's last-modified time plus
     `cleanup_after` instead.
@@ -180,7 +180,7 @@ class ObjectStore:
     async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
         """The stored payloads whose handle starts with `prefix`, sorted by handle (paginated listing).
 
-        Expired payloads are listed until [`prune`][pydantic_ai_harness.overflowing_tool_output.stores.ObjectStore.prune]
+        Expired payloads are listed until [`prune`][pydantic_ai_harness.overflowing_tool_output.stores._object.ObjectStore.prune]
         (or a lifecycle rule) deletes them, although reads already treat them as not found.
         """
         base = f'{self.prefix}/{PAYLOAD_MARKER}/'
