@@ -21,10 +21,8 @@ from pydantic_ai.usage import RunUsage
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
 from ._events import (
-    CONTENT_SIZE_AFTER_KEY,
-    CONTENT_SIZE_BEFORE_KEY,
-    SIZE_AFTER_KEY,
-    SIZE_BEFORE_KEY,
+    CONTENT_PREFIX,
+    VALUE_PREFIX,
     OverflowReduced,
     OverflowRunSummary,
     log_reduction,
@@ -573,6 +571,19 @@ def _warn(message: str) -> None:
     warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
 
 
+def _notes(prefix: str, reduced: _Reduced) -> dict[str, Any]:
+    """The metadata keys for one reduced part: `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`."""
+    notes: dict[str, Any] = {
+        f'{prefix}_action': reduced.action,
+        f'{prefix}_size_before': reduced.size_before,
+        f'{prefix}_size_after': _visible_chars(reduced.value),
+    }
+    if reduced.handle is not None:
+        notes[f'{prefix}_handle'] = reduced.handle
+        notes[f'{prefix}_bytes'] = reduced.nbytes
+    return notes
+
+
 def _reassemble(
     envelope: ToolReturn[Any] | None,
     value: Any,
@@ -583,19 +594,9 @@ def _reassemble(
     """Keep the `ToolReturn` envelope (content, metadata, tools) and record what was done in the metadata."""
     notes: dict[str, Any] = {}
     if new_value is not None:
-        notes['overflow_action'] = new_value.action
-        notes[SIZE_BEFORE_KEY] = new_value.size_before
-        notes[SIZE_AFTER_KEY] = _visible_chars(new_value.value)
-        if new_value.handle is not None:
-            notes['overflow_handle'] = new_value.handle
-            notes['overflow_bytes'] = new_value.nbytes
+        notes |= _notes(VALUE_PREFIX, new_value)
     if new_content is not None:
-        notes['overflow_content_action'] = new_content.action
-        notes[CONTENT_SIZE_BEFORE_KEY] = new_content.size_before
-        notes[CONTENT_SIZE_AFTER_KEY] = _visible_chars(new_content.value)
-        if new_content.handle is not None:
-            notes['overflow_content_handle'] = new_content.handle
-            notes['overflow_content_bytes'] = new_content.nbytes
+        notes |= _notes(CONTENT_PREFIX, new_content)
     metadata: Any = envelope.metadata if envelope is not None else None
     if metadata is None:
         metadata = notes

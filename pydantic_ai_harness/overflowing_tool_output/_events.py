@@ -15,10 +15,9 @@ __all__ = ('OverflowReduced', 'OverflowReport', 'OverflowRunSummary', 'logger', 
 logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
 """Each reduction is logged here at INFO; fallbacks at WARNING (they also raise a warning)."""
 
-SIZE_BEFORE_KEY = 'overflow_size_before'
-SIZE_AFTER_KEY = 'overflow_size_after'
-CONTENT_SIZE_BEFORE_KEY = 'overflow_content_size_before'
-CONTENT_SIZE_AFTER_KEY = 'overflow_content_size_after'
+VALUE_PREFIX = 'overflow'
+CONTENT_PREFIX = 'overflow_content'
+"""Metadata keys on a reduced `ToolReturnPart` are `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`."""
 
 
 @dataclass(kw_only=True)
@@ -130,17 +129,14 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
             if not isinstance(raw, Mapping):
                 continue
             metadata = cast('Mapping[str, Any]', raw)
-            for prefix, before_key, after_key in (
-                ('overflow', SIZE_BEFORE_KEY, SIZE_AFTER_KEY),
-                ('overflow_content', CONTENT_SIZE_BEFORE_KEY, CONTENT_SIZE_AFTER_KEY),
-            ):
+            for prefix in (VALUE_PREFIX, CONTENT_PREFIX):
                 action = metadata.get(f'{prefix}_action')
                 if not isinstance(action, str):
                     continue
                 reduced += 1
                 by_action[action] = by_action.get(action, 0) + 1
-                chars_before += _int(metadata.get(before_key))
-                chars_after += _int(metadata.get(after_key))
+                chars_before += _int(metadata.get(f'{prefix}_size_before'))
+                chars_after += _int(metadata.get(f'{prefix}_size_after'))
                 handle = metadata.get(f'{prefix}_handle')
                 if isinstance(handle, str):
                     handles.append(handle)
