@@ -173,7 +173,7 @@ def test_four_processes_share_a_root_with_ttl_pruning(tmp_path: Path) -> None:
     written = sum(r['written'] for r in reports.values())
     remaining = anyio.run(LocalFileStore(base_dir=base_dir).list)
     print(
-        f'\n4 processes wrote {written} payloads in {WORK_SECONDS:.0f} s with a {TTL_SECONDS:.0f} s TTL; '
+        f'\n4 processes wrote {written} payloads in {WORK_SECONDS:.1f} s with a {TTL_SECONDS:.0f} s TTL; '
         f'{len(remaining)} left, {sum(r["verified_foreign"] for r in reports.values())} young payloads '
         'verified across processes'
     )
