@@ -115,6 +115,7 @@ def _worker(base_dir: str, index: int, results: Any) -> None:  # pragma: no cove
     async def main() -> None:
         deadline = time.monotonic() + WORK_SECONDS
         n = 0
+        mine: list[tuple[float, str]] = []
         while time.monotonic() < deadline:
             handle = await store.write(f'proc{index}/call_{n}/0', content_for(f'proc{index}/call_{n}/0'))
             n += 1
@@ -122,8 +123,21 @@ def _worker(base_dir: str, index: int, results: Any) -> None:  # pragma: no cove
             if await store.read(handle) != content_for(handle):
                 report['errors'].append(f'own payload {handle} differs right after writing it')
             report['verified_own'] += 1
+            mine.append((time.time(), handle))
             if n % 10 == 0:
                 now = time.time()
+                # Nothing of ours younger than the TTL may have been lost (a listing would not show a loss).
+                for written_at, own in mine:
+                    if written_at < now - TTL_SECONDS + SAFETY:
+                        continue
+                    try:
+                        intact = await store.read(own) == content_for(own)
+                    except Exception as exc:  # noqa: BLE001 - reported to the parent
+                        report['errors'].append(f'own young payload {own} lost: {exc!r}')
+                        continue
+                    if not intact:
+                        report['errors'].append(f'own young payload {own} corrupted')
+                    report['verified_own'] += 1
                 for listed in await store.list():
                     if listed.modified < now - TTL_SECONDS + SAFETY:
                         continue  # old enough that the pruner may take it at any moment
@@ -169,7 +183,7 @@ def test_four_processes_share_a_root_with_ttl_pruning(tmp_path: Path) -> None:
         assert report['errors'] == [], (index, report['errors'][:5])
         assert report['warnings'] == [], (index, report['warnings'][:5])
         assert report['written'] > 20, report
-        assert report['verified_foreign'] > 0, report
+        assert report['verified_own'] > report['written'] and report['verified_foreign'] > 0, report
     written = sum(r['written'] for r in reports.values())
     remaining = anyio.run(LocalFileStore(base_dir=base_dir).list)
     print(
