@@ -133,6 +133,8 @@ def _spill_as_nobody(base_dir: str, results: Any) -> None:  # pragma: no cover -
 
 def test_permission_denied_for_an_unprivileged_user_falls_back(tmp_path: Path) -> None:
     """EACCES as it really happens: a non-root process meets a directory it may not enter inside its root."""
+    if os.geteuid() != 0:
+        pytest.skip('needs root to hand a store root to user nobody with a root-owned directory inside it')
     base = Path(tempfile.mkdtemp(prefix='reliability-eacces-'))
     try:
         base.chmod(0o711)
@@ -446,6 +448,25 @@ async def test_a_hanging_store_read_is_bounded() -> None:
         result = await agent.run('go')
         assert result.output == 'done'
     assert not scope.cancelled_caught, 'read_tool_result was still waiting for the store after 2 s'
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='library bug: Summarize(keep_original=True) writes the original with a hard-coded 30 s store timeout '
+    '(_capability.py `_summarize`: `self._write(..., 30.0)`), so a hanging store stalls the run 30 s before it '
+    'summarizes; the bound is neither configurable nor the Spill timeout',
+)
+async def test_a_hanging_store_under_summarize_keep_original_is_bounded() -> None:
+    action = Summarize(summarize=lambda tool, text: 'a short summary')
+    capability = OverflowingToolOutput(bands=[Band(over=10_000, action=action)], store=HangingStore())
+    messages: list[Any] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with anyio.move_on_after(2.0) as scope:
+            messages = await run_one_tool(capability, LOG)
+    assert not scope.cancelled_caught, 'the run was still waiting for the store after 2 s'
+    assert any('could not be kept' in str(w.message) for w in caught)
+    assert str(tool_returns(messages)[0].content).endswith('a short summary')
 
 
 # --- the summarizer and the tokenizer ----------------------------------------------------------------------------
