@@ -239,15 +239,20 @@ async def test_the_query_tools_own_output_is_never_reduced(memory_store: MemoryS
     )
     agent.tool_plain(name='big')(lambda: ''.join(f'row {i}: ' + 'x' * 20 + '\n' for i in range(5_000)))
     result = await agent.run('go', run_id='run-1')
-    handle = result.all_messages()[2].parts[0].metadata['overflow_handle']
+    handle = _returns(result.all_messages())[0].metadata['overflow_handle']
 
     reader = Agent(
         call_tools_once(('read_tool_result', {'handle': handle, 'offset': 0, 'limit': 1_000})),
         capabilities=[capability],
     )
     read = await reader.run('read it')
-    part = read.all_messages()[2].parts[0]
+    part = _returns(read.all_messages())[0]
     assert part.tool_name == 'read_tool_result'
     assert part.metadata is None  # untouched by the capability
-    assert len(part.content) > 19_000
-    assert 'row 540: ' in part.content
+    text = part.model_response_str()
+    assert len(text) > 19_000
+    assert 'row 540: ' in text
+
+
+def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
