@@ -8,6 +8,7 @@ import string
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, cast
 
 import anyio
@@ -40,6 +41,9 @@ from ._truncate import truncate_text
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
+
+_OFF_LOOP_BYTES = 1_000_000
+"""Payloads larger than this get their preview built in a worker thread."""
 
 DEFAULT_THRESHOLD = 10_000
 """The default band's threshold, in characters."""
@@ -484,7 +488,13 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             nbytes=len(data),
         )
         shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
-        preview = text_preview(summary, pageable, action.preview_chars, shape=shape)
+        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, data=data)
+        if len(data) > _OFF_LOOP_BYTES and not ctx.in_durable_context:
+            # A preview scans the whole payload (linear, ~10 ms per MB): keep other runs' tasks moving meanwhile.
+            # Workflow code under a durable engine must not start threads, so there it runs in place.
+            preview = await anyio.to_thread.run_sync(build)
+        else:
+            preview = build()
         return _Reduced(preview, 'spill', handle, len(data)), ''
 
     async def _summarize(

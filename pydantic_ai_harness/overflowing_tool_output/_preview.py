@@ -2,28 +2,44 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
+
+import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from ._markers import format_bytes, spill_header, spill_how_to_read
 
 __all__ = ('SpillSummary', 'binary_preview', 'detect_binary_type', 'important_lines', 'shape_sketch', 'text_preview')
 
-_IMPORTANT = re.compile(
-    # verdicts: a failed test, a crash, a non-zero exit, a compiler error
-    r'(?P<verdict>\bFAILED\b|\bFAIL:|\bpanic:|\bFATAL\b|Segmentation fault|\b[1-9]\d* (?:failed|errors?)\b'
-    r'|\b(?:exit|return) (?:status|code)\b[:= ]*[1-9]\d*|\berror(?:\[\w+\])?:)'
-    # the exception itself
-    r'|(?P<exception>\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\bERROR\b)'
-    # context: where a traceback starts, softer words, a zero exit status
-    r'|(?P<context>Traceback \(most recent call last\)|\b[Ee]rror\b|\b[Ff]ailed\b|\b[Ff]ailure\b'
-    r'|\b(?:exit|return) (?:status|code)\b)'
+
+class _Match(Protocol):
+    def start(self) -> int: ...
+    def group(self, index: int) -> bytes | None: ...
+
+
+class _Pattern(Protocol):
+    def finditer(self, text: bytes) -> Iterator[_Match]: ...
+
+
+# RE2: one linear-time pass over a payload of any size (Python's `re` takes ~50x longer on this alternation).
+_IMPORTANT = cast(
+    _Pattern,
+    re2.compile(  # pyright: ignore[reportUnknownMemberType]
+        # verdicts: a failed test, a crash, a non-zero exit, a compiler error
+        rb'(?P<verdict>\bFAILED\b|\bFAIL:|\bpanic:|\bFATAL\b|Segmentation fault|\b[1-9]\d* (?:failed|errors?)\b'
+        rb'|\b(?:exit|return) (?:status|code)\b[:= ]*[1-9]\d*|\berror(?:\[\w+\])?:)'
+        # the exception itself
+        rb'|(?P<exception>\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\bERROR\b)'
+        # context: where a traceback starts, softer words, a zero exit status
+        rb'|(?P<context>Traceback \(most recent call last\)|\b[Ee]rror\b|\b[Ff]ailed\b|\b[Ff]ailure\b'
+        rb'|\b(?:exit|return) (?:status|code)\b)'
+    ),
 )
 """Lines worth showing even from the middle of a payload, in three ranks: verdicts, exceptions, context."""
 
 _RANKS = ('verdict', 'exception', 'context')
+"""The pattern's groups, in order: group 1 is a verdict, 2 an exception, 3 context."""
 
 _MAX_IMPORTANT = 6
 _MAX_MATCHES_SCANNED = 20_000
@@ -78,29 +94,33 @@ class ImportantLine:
     """0 for a verdict (FAILED, exit status 1), 1 for an exception, 2 for context: lower matters more."""
 
 
-def important_lines(text: str) -> tuple[list[ImportantLine], bool]:
+def important_lines(text: str | bytes) -> tuple[list[ImportantLine], bool]:
     """Up to a handful of lines that look like failures, most important first (verdicts, exceptions, context).
 
-    Returns the lines and whether the scan stopped early on a very noisy payload.
+    Scans the UTF-8 bytes (pass them when you have them): RE2 is linear in time on bytes, and bytes take lone
+    surrogates and invalid UTF-8 in their stride. Returns the lines and whether the scan stopped early on a very
+    noisy payload.
     """
+    data = text if isinstance(text, bytes) else text.encode('utf-8', 'surrogatepass')
     by_rank: list[list[ImportantLine]] = [[] for _ in _RANKS]
     line_number = 1
     counted_to = 0
     last_line_start = -1
     scanned = 0
-    for match in _IMPORTANT.finditer(text):
+    for match in _IMPORTANT.finditer(data):
         scanned += 1
         if scanned > _MAX_MATCHES_SCANNED:
             break
-        start = text.rfind('\n', 0, match.start()) + 1
+        start = data.rfind(b'\n', 0, match.start()) + 1
         if start == last_line_start:
             continue  # one entry per line, ranked by its first (leftmost) match
         last_line_start = start
-        line_number += text.count('\n', counted_to, start)
+        line_number += data.count(b'\n', counted_to, start)
         counted_to = start
-        end = text.find('\n', start)
-        rank = _RANKS.index(next(name for name in _RANKS if match.group(name)))
-        by_rank[rank].append(ImportantLine(line_number, text[start : end if end != -1 else len(text)], rank))
+        end = data.find(b'\n', start)
+        line = data[start : end if end != -1 else len(data)].decode('utf-8', 'replace')
+        rank = next(rank for rank in range(len(_RANKS)) if match.group(rank + 1) is not None)
+        by_rank[rank].append(ImportantLine(line_number, line, rank))
     chosen: list[ImportantLine] = []
     for found in by_rank:
         chosen += _spread(found, _MAX_IMPORTANT - len(chosen))
@@ -171,8 +191,10 @@ def _important_block(found: list[ImportantLine], noisy: bool) -> str:
     return block + ('(many more lines match; grep for what you need)\n' if noisy else '')
 
 
-def text_preview(summary: SpillSummary, text: str, budget: int, *, shape: str | None = None) -> str:
-    """The model-visible replacement for a spilled text or structured payload."""
+def text_preview(
+    summary: SpillSummary, text: str, budget: int, *, shape: str | None = None, data: bytes | None = None
+) -> str:
+    """The model-visible replacement for a spilled text or structured payload (`data`: its UTF-8, if at hand)."""
     parts = [spill_header(summary), spill_how_to_read(summary.handle, summary.lines)]
     used = sum(len(p) for p in parts)
     if shape:
@@ -180,7 +202,7 @@ def text_preview(summary: SpillSummary, text: str, budget: int, *, shape: str | 
         if used + len(sketch) <= budget:
             parts.append(sketch)
             used += len(sketch)
-    found, noisy = important_lines(text)
+    found, noisy = important_lines(data if data is not None else text)
     shown: set[int] = set()
     # Important lines may take up to two thirds of what is left; the least important go first when short.
     allowance = max(0, (budget - used) * 2 // 3)
