@@ -147,11 +147,18 @@ class Summarize:
     keep_original: bool = True
     """Also write the full original to the store and name its handle in the summary."""
 
+    store_timeout: float = 30.0
+    """Seconds the write of the original may take; past it the summary is kept without the original."""
+
     def __post_init__(self) -> None:
         if self.max_input_chars < 1_000:
             raise ValueError(f'Summarize.max_input_chars must be at least 1000, got {self.max_input_chars}')
         if self.max_chunks < 1:
             raise ValueError(f'Summarize.max_chunks must be at least 1, got {self.max_chunks}')
+        if not self.store_timeout > 0:
+            raise ValueError(
+                f'Summarize.store_timeout must be a positive number of seconds, got {self.store_timeout!r}'
+            )
         if self.summarize is not None and not callable(self.summarize):
             raise TypeError('Summarize.summarize must be a callable `(tool_name, text) -> str`')
         _check_then(self.then, 'Summarize')

@@ -427,10 +427,13 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     async def _store_write(self, key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
         """The store write itself, bounded by `timeout`. Returns `(handle, '')` or `(None, reason)`."""
+        deadline: anyio.CancelScope | None = None
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(timeout) as deadline:
                 handle = await self._resolved_store.write(key, data)
-        except TimeoutError:
+        except TimeoutError as exc:
+            if deadline is None or not deadline.cancel_called:  # the store's own TimeoutError, not our deadline
+                return None, f'the store failed: {exc!r}'
             return None, f'the store did not finish writing within {timeout:g} s'
         except Exception as exc:  # noqa: BLE001 - any store failure means: fall back
             return None, f'the store failed: {exc!r}'
@@ -507,7 +510,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if action.keep_original:
             pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
             data = pageable.encode('utf-8', 'surrogatepass')
-            handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, 30.0)
+            handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, action.store_timeout)
             if handle is None:
                 _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')
             else:

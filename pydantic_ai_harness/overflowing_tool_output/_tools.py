@@ -11,9 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 from pydantic_ai import FunctionToolset, ModelRetry
 
 from ._query import (
+    LONG_LINE_SEARCH_LIMIT,
+    REGEX_SCAN_BLOCK,
     GrepResult,
     Hit,
     Line,
@@ -72,6 +75,9 @@ class QueryLimits:
 
     time_budget: float = 0.5
     """Seconds a scan may run before it stops and reports how far it got."""
+
+    store_timeout: float = 10.0
+    """Seconds one tool call may wait on the store in all; past it the model is told to try again later."""
 
 
 _READ_DOC = """Read part of a stored tool result: a tool output too large to show in full was stored under a handle.
@@ -142,6 +148,13 @@ def _storage_error(handle: str, exc: BaseException) -> str:
     )
 
 
+def _storage_timeout(handle: str, seconds: float) -> str:
+    return (
+        f'The stored result {_show(handle)} could not be read right now (the storage did not answer within '
+        f'{seconds:g} s). Try again later, or call the original tool again.'
+    )
+
+
 def _check_pattern(pattern: str, limits: QueryLimits) -> None:
     if '\n' in pattern:
         raise ModelRetry(
@@ -198,7 +211,11 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         pattern: str | None = None,
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
-        return await _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+        try:
+            with anyio.fail_after(caps.store_timeout):
+                return await _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+        except TimeoutError:
+            return _storage_timeout(handle, caps.store_timeout)
 
     async def grep_tool_result(
         handle: str,
@@ -207,7 +224,11 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         max_matches: int = 20,
         is_regex: bool = False,
     ) -> str:
-        return await _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        try:
+            with anyio.fail_after(caps.store_timeout):
+                return await _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        except TimeoutError:
+            return _storage_timeout(handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
@@ -554,7 +575,8 @@ async def _render_grep(
     kind = 'regex' if is_regex else 'literal, case-sensitive'
     extra: list[str] = []
     if result.long_lines:
-        extra.append(f'{result.long_lines} lines longer than 4 MiB were searched in their first 4 MiB only.')
+        limit = f'{(REGEX_SCAN_BLOCK if is_regex else LONG_LINE_SEARCH_LIMIT) // 1024:,} KiB'
+        extra.append(f'{result.long_lines} lines longer than {limit} were searched in their first {limit} only.')
     if not result.complete:
         extra.append(
             f'The search stopped at line {result.stopped_at_line} of {total_lines} to answer quickly, so there are '

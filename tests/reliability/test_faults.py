@@ -33,6 +33,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     LocalFileStore,
     OverflowingToolOutput,
     OverflowingToolOutputWarning,
+    QueryLimits,
     Spill,
     Summarize,
     Truncate,
@@ -205,11 +206,6 @@ async def test_any_exception_from_a_store_write_falls_back_to_truncate(error: Ex
     assert_truncated(messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: _capability.py `_spill_write` catches the store's own TimeoutError as if the Spill "
-    "deadline had passed, and warns 'did not finish writing within 30 s' for a store that failed at once",
-)
 async def test_a_store_raising_timeout_error_is_reported_as_its_own_failure() -> None:
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -415,12 +411,6 @@ def frozen_filesystem(tmp_path: Path) -> Iterator[tuple[LocalFileStore, threadin
         subprocess.run(['umount', str(mountpoint)], capture_output=True, timeout=30, check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='library bug: Spill(timeout=...) cannot bound a LocalFileStore write blocked in the kernel: the write '
-    'runs in anyio.to_thread.run_sync without abandon_on_cancel, which ignores the anyio.fail_after deadline '
-    '(stores/_local.py `_in_thread`; _capability.py `_spill_write`)',
-)
 async def test_a_local_store_on_a_frozen_filesystem_is_bounded_by_spill_timeout(
     frozen_filesystem: tuple[LocalFileStore, threading.Event],
 ) -> None:
@@ -436,28 +426,21 @@ async def test_a_local_store_on_a_frozen_filesystem_is_bounded_by_spill_timeout(
     assert_truncated(messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='missing bound: read_tool_result / grep_tool_result await the store with no timeout (_tools.py `_open` '
-    '-> _query.py `open_payload`); QueryLimits.time_budget only bounds scans, so a hanging store hangs the run',
-)
 async def test_a_hanging_store_read_is_bounded() -> None:
     steps = Steps(lambda answers: None if steps.answers else [('read_tool_result', {'handle': 'r/c/0'})])
-    agent = Agent(steps.model, toolsets=[build_query_toolset(HangingStore())])
+    agent = Agent(steps.model, toolsets=[build_query_toolset(HangingStore(), limits=QueryLimits(store_timeout=0.5))])
+    messages: list[ModelMessage] = []
     with anyio.move_on_after(2.0) as scope:
         result = await agent.run('go')
         assert result.output == 'done'
+        messages = result.all_messages()
     assert not scope.cancelled_caught, 'read_tool_result was still waiting for the store after 2 s'
+    [answer] = [p for p in tool_returns(messages) if p.tool_name == 'read_tool_result']
+    assert 'the storage did not answer within 0.5 s' in str(answer.content)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='library bug: Summarize(keep_original=True) writes the original with a hard-coded 30 s store timeout '
-    '(_capability.py `_summarize`: `self._write(..., 30.0)`), so a hanging store stalls the run 30 s before it '
-    'summarizes; the bound is neither configurable nor the Spill timeout',
-)
 async def test_a_hanging_store_under_summarize_keep_original_is_bounded() -> None:
-    action = Summarize(summarize=lambda tool, text: 'a short summary')
+    action = Summarize(summarize=lambda tool, text: 'a short summary', store_timeout=0.5)
     capability = OverflowingToolOutput(bands=[Band(over=10_000, action=action)], store=HangingStore())
     messages: list[Any] = []
     with warnings.catch_warnings(record=True) as caught:

@@ -799,4 +799,6 @@ def _warn_quietly(message: str) -> None:
 
 
 async def _in_thread(function: Callable[[], _T]) -> _T:
-    return await anyio.to_thread.run_sync(function)
+    # Abandon on cancel: a caller's deadline (`Spill.timeout`) must hold even when the kernel blocks the I/O (a
+    # frozen or hung filesystem). A write left running still publishes atomically, or not at all.
+    return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
