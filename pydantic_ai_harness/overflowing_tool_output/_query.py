@@ -46,7 +46,16 @@ WINDOW_BLOCK = 256 << 10
 """Bytes read per step while collecting a window of lines."""
 
 LONG_LINE_SEARCH_LIMIT = SCAN_BLOCK
-"""A line longer than this is searched in its first `LONG_LINE_SEARCH_LIMIT` bytes only."""
+"""A line longer than this is searched in its first `LONG_LINE_SEARCH_LIMIT` bytes only (literal patterns)."""
+
+REGEX_SCAN_BLOCK = 256 * 1024
+"""Regexes scan smaller blocks: RE2 is linear, but a pathological pattern costs microseconds per byte, and the
+time budget is checked between blocks. A line longer than this is searched in its first block only."""
+
+
+def scan_block(matcher: Matcher) -> int:
+    """How many bytes one search covers for `matcher` (and so how far into a very long line it looks)."""
+    return SCAN_BLOCK if matcher.literal is not None else REGEX_SCAN_BLOCK
 
 
 class PatternError(ValueError):
@@ -406,11 +415,12 @@ async def grep_lines(  # noqa: C901 - one streaming loop; its invariants read be
     hits: deque[Hit] = deque(maxlen=max_hits) if keep_last else deque()
     total = 0
     long_lines = 0
+    block_size = scan_block(matcher)
     while position < limit_byte:
         if time.monotonic() > deadline:
             stopped = await line_of_offset(payload, position)
             return GrepResult(list(hits), total, False, stopped, position, long_lines)
-        block = await payload.read_range(position, min(limit_byte, position + SCAN_BLOCK))
+        block = await payload.read_range(position, min(limit_byte, position + block_size))
         if not block:
             break
         at_end = position + len(block) >= limit_byte
@@ -424,6 +434,9 @@ async def grep_lines(  # noqa: C901 - one streaming loop; its invariants read be
                 long_lines += 1
                 line_number = await line_of_offset(payload, position)
                 found, found_end = matcher.search(block, 0, len(block))
+                if matcher.literal is None and found_end == len(block):
+                    # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
+                    found = -1
                 begin = position
                 position = await line_start(payload, line_number + 1)
                 if found != -1:

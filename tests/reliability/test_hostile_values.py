@@ -248,11 +248,6 @@ async def test_a_100_mb_single_line_string_spills_and_reads_back_at_both_ends(tm
     print(f'\na 100 MB single-line string was spilled in {spilled_in:.1f} s and read back at both ends')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='library bug: _preview.py `important_lines` runs a Python regex over the whole payload on the event loop '
-    '(~0.25-1 us per character: ~3 s for 10 MB, ~25 s for 100 MB), blocking every other task while it spills',
-)
 async def test_spilling_10_mb_never_blocks_the_event_loop_for_long(tmp_path: Path) -> None:
     store = LocalFileStore(base_dir=tmp_path / 'spill')
     gaps: list[float] = []
