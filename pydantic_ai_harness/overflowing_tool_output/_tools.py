@@ -8,6 +8,7 @@ run on RE2 (linear time), and every output is capped in lines and characters.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,11 +149,19 @@ def _storage_error(handle: str, exc: BaseException) -> str:
     )
 
 
-def _storage_timeout(handle: str, seconds: float) -> str:
-    return (
-        f'The stored result {_show(handle)} could not be read right now (the storage did not answer within '
-        f'{seconds:g} s). Try again later, or call the original tool again.'
-    )
+async def _within_store_timeout(answer: Awaitable[str], handle: str, seconds: float) -> str:
+    """Await a tool's answer, or tell the model the store did not answer in time."""
+    deadline: anyio.CancelScope | None = None
+    try:
+        with anyio.fail_after(seconds) as deadline:
+            return await answer
+    except TimeoutError as exc:
+        if deadline is None or not deadline.cancel_called:
+            return _storage_error(_clean_handle(handle), exc)  # the store's own timeout, not ours
+        return (
+            f'The stored result {_show(handle)} could not be read right now (the storage did not answer within '
+            f'{seconds:g} s). Try again later, or call the original tool again.'
+        )
 
 
 def _check_pattern(pattern: str, limits: QueryLimits) -> None:
@@ -211,11 +220,8 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         pattern: str | None = None,
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
-        try:
-            with anyio.fail_after(caps.store_timeout):
-                return await _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
-        except TimeoutError:
-            return _storage_timeout(handle, caps.store_timeout)
+        answer = _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+        return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     async def grep_tool_result(
         handle: str,
@@ -224,11 +230,8 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         max_matches: int = 20,
         is_regex: bool = False,
     ) -> str:
-        try:
-            with anyio.fail_after(caps.store_timeout):
-                return await _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
-        except TimeoutError:
-            return _storage_timeout(handle, caps.store_timeout)
+        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
