@@ -33,7 +33,7 @@ from ._events import (
 )
 from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
-from ._render import Rendered, estimate_tokens, measure, pageable_json, render_content, render_value
+from ._render import Rendered, estimate_tokens, measure, render_content, render_value, stored_form
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
@@ -477,8 +477,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 return None, reason
             preview = binary_preview(call.tool_name, handle, rendered.data, rendered.media_type)
             return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
-        pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
-        data = pageable.encode('utf-8', 'surrogatepass')
+        pageable, data = stored_form(rendered)
         handle, reason = await self._write(ctx, key, data, action.timeout)
         if handle is None:
             return None, reason
@@ -508,8 +507,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         handle: str | None = None
         nbytes: int | None = None
         if action.keep_original:
-            pageable = pageable_json(rendered) if rendered.kind == 'structured' else rendered.text
-            data = pageable.encode('utf-8', 'surrogatepass')
+            _, data = stored_form(rendered)
             handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, action.store_timeout)
             if handle is None:
                 _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')

@@ -16,9 +16,9 @@ from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
 __all__ = (
     'Rendered',
     'estimate_tokens',
-    'pageable_json',
     'render_content',
     'render_value',
+    'stored_form',
     'strip_ansi_codes',
 )
 
@@ -196,14 +196,18 @@ def _safe_repr(value: Any) -> str:
     return _OBJECT_ADDRESS.sub('', text)
 
 
-def pageable_json(rendered: Rendered) -> str:
-    """Structured values are stored indented, one field per line, so line reads and grep are useful."""
-    if rendered.jsonable is None:
-        return rendered.text
-    try:
-        return json.dumps(rendered.jsonable, indent=1, ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):
-        return rendered.text
+def stored_form(rendered: Rendered) -> tuple[str, bytes]:
+    """The text a text or structured value is stored as, and its UTF-8 bytes (lone surrogates kept).
+
+    Structured values are stored indented, one field per line, so line reads and grep are useful on them.
+    """
+    text = rendered.text
+    if rendered.jsonable is not None:
+        try:
+            text = json.dumps(rendered.jsonable, indent=1, ensure_ascii=False)
+        except (ValueError, TypeError, RecursionError):
+            pass  # too deep to indent: store the compact text the model would have seen
+    return text, text.encode('utf-8', 'surrogatepass')
 
 
 def measure(
