@@ -9,18 +9,12 @@ if TYPE_CHECKING:
 
 __all__ = (
     'format_bytes',
-    'format_count',
     'spill_header',
     'spill_how_to_read',
     'summary_marker',
     'truncation_marker',
     'unrenderable_note',
 )
-
-
-def format_count(n: int) -> str:
-    """`12,345`: thousands separators make sizes readable at a glance."""
-    return f'{n:,}'
 
 
 def format_bytes(n: int) -> str:
@@ -69,9 +63,8 @@ def spill_header(summary: SpillSummary) -> str:
     )
 
 
-def spill_how_to_read(handle: str, lines: int) -> str:
-    """Exactly how to get the rest, with calls the model can copy."""
-    del handle, lines  # the handle is stated once, in the header, to keep the preview short
+def spill_how_to_read() -> str:
+    """Exactly how to get the rest. The handle is stated once, in the header, to keep the preview short."""
     return (
         'Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each '
         'match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; '

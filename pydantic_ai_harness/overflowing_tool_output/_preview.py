@@ -195,7 +195,7 @@ def text_preview(
     summary: SpillSummary, text: str, budget: int, *, shape: str | None = None, data: bytes | None = None
 ) -> str:
     """The model-visible replacement for a spilled text or structured payload (`data`: its UTF-8, if at hand)."""
-    parts = [spill_header(summary), spill_how_to_read(summary.handle, summary.lines)]
+    parts = [spill_header(summary), spill_how_to_read()]
     used = sum(len(p) for p in parts)
     if shape:
         sketch = f'Shape: {shape}\n'
