@@ -33,7 +33,7 @@ from ._events import (
 )
 from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
-from ._render import Rendered, estimate_tokens, measure, render_content, render_value, stored_form
+from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
@@ -243,6 +243,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
         if tool_def.toolset_id == QUERY_TOOLSET_ID:
             return result  # our own query tools: their output is already bounded
+        if type(result) is str and self._plainly_below_threshold(result, tool_def.name):
+            return result  # the common case, decided without rendering or allocating anything
         try:
             return await self._reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -281,6 +283,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return response
 
     # --- reduction -----------------------------------------------------------------------------------
+
+    def _plainly_below_threshold(self, text: str, tool_name: str) -> bool:
+        """Whether a plain string return is below every band of its tool and needs no cleaning: nothing to do.
+
+        Only sizes known without running a tokenizer qualify; everything else takes the full path.
+        """
+        if self.over_tokens and self.tokenizer is not None:
+            return False
+        if self.strip_ansi and has_ansi_codes(text):
+            return False
+        bands = self.bands_for(tool_name)
+        if not bands:
+            return True
+        size = estimate_tokens(text) if self.over_tokens else len(text)
+        return size < bands[-1].over
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
         """The bands that apply to `tool_name`, largest threshold first."""

@@ -16,6 +16,7 @@ from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
 __all__ = (
     'Rendered',
     'estimate_tokens',
+    'has_ansi_codes',
     'render_content',
     'render_value',
     'stored_form',
@@ -67,9 +68,14 @@ _ANSI_SEQUENCE = re.compile(
 _ANSI_START = re.compile(r'[\x1b\x90\x98\x9b\x9d\x9e\x9f]')
 
 
+def has_ansi_codes(text: str) -> bool:
+    """Whether `text` may hold an ECMA-48 escape sequence (it has a character that can start one)."""
+    return _ANSI_START.search(text) is not None
+
+
 def strip_ansi_codes(text: str) -> str:
     """Remove every ECMA-48 escape sequence (colours, cursor moves, hyperlinks, titles) from `text`."""
-    if _ANSI_START.search(text) is None:
+    if not has_ansi_codes(text):
         return text
     return _ANSI_SEQUENCE.sub('', text)
 

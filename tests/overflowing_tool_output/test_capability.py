@@ -5,8 +5,10 @@ import math
 import warnings
 from typing import Any
 
+import anyio
 import pytest
 from dirty_equals import IsInt, IsStr
+from hypothesis import given, settings, strategies as st
 from inline_snapshot import snapshot
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, RunContext
@@ -74,6 +76,46 @@ async def test_envelope_is_the_same_object_when_nothing_changes() -> None:
         _ctx(), call=_call(), tool_def=ToolDefinition(name='big'), args={}, result=envelope
     )
     assert hook_result is envelope
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from('ab \n\x1b[31m\x9b'), max_size=120),
+    threshold=st.integers(min_value=0, max_value=80),
+    over_tokens=st.booleans(),
+    strip_ansi=st.booleans(),
+    per_tool_empty=st.booleans(),
+)
+def test_plain_string_shortcut_agrees_with_the_full_path(
+    text: str, threshold: int, over_tokens: bool, strip_ansi: bool, per_tool_empty: bool
+) -> None:
+    """A plain `str` return skips rendering when it is plainly below the threshold; a `ToolReturn` never does.
+
+    Both must come out the same, and an untouched string must be the very same object.
+    """
+    capability = cap(
+        Band(over=threshold, action=Truncate(max_chars=200, then=None)),
+        over_tokens=over_tokens,
+        strip_ansi=strip_ansi,
+        per_tool={'big': []} if per_tool_empty else {},
+    )
+
+    async def both() -> tuple[Any, Any]:
+        plain = await capability.after_tool_execute(
+            _ctx(), call=_call(), tool_def=ToolDefinition(name='big'), args={}, result=text
+        )
+        enveloped = await capability.after_tool_execute(
+            _ctx(), call=_call(), tool_def=ToolDefinition(name='big'), args={}, result=ToolReturn(return_value=text)
+        )
+        return plain, enveloped
+
+    plain, enveloped = anyio.run(both)
+    if isinstance(plain, ToolReturn):  # reduced: the value comes back in an envelope carrying the notes
+        assert (plain.return_value, plain.metadata) == (enveloped.return_value, enveloped.metadata)
+    else:
+        assert plain == enveloped.return_value
+        if plain == text:
+            assert plain is text
 
 
 def test_negative_threshold_is_rejected() -> None:
