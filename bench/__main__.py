@@ -1,6 +1,7 @@
 """Run every benchmark section, print the report and write it to `docs/benchmarks.md`.
 
-Usage: `make bench` (or `python -m bench [SECTION ...]` to run some sections only).
+Usage: `make bench` (or `python -m bench [SECTION ...]` to run some sections only and update just those sections of
+the page).
 """
 
 from __future__ import annotations
@@ -59,7 +60,23 @@ def main(argv: list[str]) -> int:
     if not argv:
         DOCS_PAGE.write_text(header + '\n'.join(parts), encoding='utf-8')
         print(f'wrote {DOCS_PAGE}')
+    elif DOCS_PAGE.exists():
+        page = DOCS_PAGE.read_text(encoding='utf-8')
+        for part in parts:
+            page = replace_section(page, part)
+        DOCS_PAGE.write_text(page, encoding='utf-8')
+        print(f'updated {", ".join(wanted)} in {DOCS_PAGE}')
     return 0 if all_ok else 1
+
+
+def replace_section(page: str, part: str) -> str:
+    """`page` with the `## ` section titled like `part` replaced by `part`, or `part` appended if it has none."""
+    title = part.split('\n', 1)[0]
+    start = page.find(title + '\n')
+    if start == -1:
+        return page.rstrip('\n') + '\n\n' + part
+    end = page.find('\n## ', start + len(title))
+    return page[:start] + part + ('\n' + page[end + 1 :] if end != -1 else '')
 
 
 if __name__ == '__main__':
