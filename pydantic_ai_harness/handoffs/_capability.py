@@ -14,7 +14,7 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import apply_handoff_input_filter, check_message_history
-from ._nesting import nest_handoff_history
+from ._nesting import SummaryRole, check_summary_role, nest_handoff_history
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -49,9 +49,13 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     history_mapper: HandoffHistoryMapper | None = None
     """The mapper used for nesting in place of the default summary."""
 
+    summary_role: SummaryRole = 'assistant'
+    """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
+
     def __post_init__(self) -> None:
         if self.input_filter is not None and not callable(self.input_filter):
             raise UserError(f'Invalid input filter: {self.input_filter}')
+        check_summary_role(self.summary_role)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -68,7 +72,7 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         if self.input_filter is not None:
             data = await apply_handoff_input_filter(self.input_filter, data)
         else:
-            data = nest_handoff_history(data, history_mapper=self.history_mapper)
+            data = nest_handoff_history(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
         rewritten = data.to_message_history()
         check_message_history(rewritten)
         stamped = [_with_stamp(message, ctx.run_id) for message in rewritten]

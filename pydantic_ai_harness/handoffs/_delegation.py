@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResult
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._nesting import nest_handoff_history as _nest
+from ._nesting import SummaryRole, check_summary_role, nest_handoff_history as _nest
 from ._parts import PARENT_STATE_PARTS, rewrap
 
 __all__ = (
@@ -64,6 +64,12 @@ class HandoffConfig:
 
     history_mapper: HandoffHistoryMapper | None = None
     """The mapper used for nesting when `delegate` is not given one; never passed to filters."""
+
+    summary_role: SummaryRole = 'assistant'
+    """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
+
+    def __post_init__(self) -> None:
+        check_summary_role(self.summary_role)
 
 
 def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -243,7 +249,7 @@ async def delegate(
     2. nesting is `nest_handoff_history` if it is not `None`, else `config.nest_handoff_history` (default `False`);
     3. a filter always wins: when there is one, the history is not nested (a filter may call
        [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] itself);
-    4. `history_mapper` (else `config.history_mapper`) is used only for nesting.
+    4. `history_mapper` (else `config.history_mapper`) is used only for nesting, and so is `config.summary_role`.
 
     When the run uses server-side conversation state (`openai_conversation_id`, or a concrete
     `openai_previous_response_id`, in the agent's or the run's `model_settings`), a filter raises and nesting is
@@ -294,7 +300,7 @@ async def delegate(
     if chosen_filter is not None:
         data = await apply_handoff_input_filter(chosen_filter, data)
     elif should_nest:
-        data = _nest(data, history_mapper=mapper)
+        data = _nest(data, history_mapper=mapper, summary_role=config.summary_role if config else 'assistant')
     history = data.to_message_history()
     check_message_history(history)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -29,12 +29,40 @@ from ._transcript import (
     render_item,
 )
 
-__all__ = ('default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
+__all__ = (
+    'SUMMARY_METADATA_KEY',
+    'SummaryRole',
+    'default_handoff_history_mapper',
+    'nest_handoff_history',
+    'summary_message',
+)
+
+SummaryRole = Literal['assistant', 'user']
+"""Who the summary message speaks as: an assistant turn (as in the OpenAI Agents SDK) or a user turn."""
+
+SUMMARY_METADATA_KEY = 'pydantic_ai_harness_handoff_summary'
+"""`metadata` key marking a user-turn summary, so the next nesting flattens it instead of nesting it again.
+
+The marker lives in message metadata, which is never sent to a model and which a user cannot type, so a user prompt
+that merely looks like a summary is kept as what it is."""
 
 
-def summary_message(records: Sequence[str], wrappers: tuple[str, str] | None = None) -> ModelResponse:
-    """One summary message for already rendered records: an assistant response holding a single `TextPart`."""
-    return ModelResponse(parts=[TextPart(build_summary_from_records(records, wrappers=wrappers))])
+def summary_message(
+    records: Sequence[str], wrappers: tuple[str, str] | None = None, role: SummaryRole = 'assistant'
+) -> ModelMessage:
+    """One summary message for already rendered records, holding a single text part.
+
+    An assistant response with a `TextPart`, or with `role='user'` a request with a `UserPromptPart`, marked in its
+    metadata with `SUMMARY_METADATA_KEY`.
+    """
+    text = build_summary_from_records(records, wrappers=wrappers)
+    if role == 'user':
+        return ModelRequest(parts=[UserPromptPart(text)], metadata={SUMMARY_METADATA_KEY: True})
+    return ModelResponse(parts=[TextPart(text)])
+
+
+def _is_user_summary(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and bool((message.metadata or {}).get(SUMMARY_METADATA_KEY))
 
 
 def _records(messages: Sequence[ModelMessage]) -> list[str]:
@@ -62,7 +90,13 @@ def _history_records(history: str | tuple[ModelMessage, ...], wrappers: tuple[st
         return [render_item({'content': history, 'role': 'user'})]
     records: list[str] = []
     for message in history:
+        user_summary = _is_user_summary(message)
         for part in message.parts:
+            if user_summary and isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                parsed = parse_summary_text(part.content, wrappers=wrappers)
+                if parsed is not None:
+                    records.extend(render_item(item) for item in parsed)
+                    continue
             if isinstance(part, TextPart | SpeechPart) and is_summary_candidate(part.content):
                 is_assistant = isinstance(part, TextPart) or part.speaker == 'assistant'
                 parsed = parse_summary_text(part.content, wrappers=wrappers) if is_assistant else None
@@ -75,8 +109,11 @@ def _history_records(history: str | tuple[ModelMessage, ...], wrappers: tuple[st
     return records
 
 
-def _summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
-    if isinstance(part, TextPart):
+def _summary_records(message: ModelMessage, part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
+    """The records of `part` when it is a summary: assistant text, or the text of a marked user-turn summary."""
+    if isinstance(message, ModelResponse) and isinstance(part, TextPart):
+        return parse_summary_text(part.content, wrappers=wrappers)
+    if _is_user_summary(message) and isinstance(part, UserPromptPart) and isinstance(part.content, str):
         return parse_summary_text(part.content, wrappers=wrappers)
     return None
 
@@ -90,7 +127,7 @@ def _history_messages(history: str | tuple[ModelMessage, ...], wrappers: tuple[s
         kept: list[Part] = []
         changed = False
         for part in message.parts:
-            records = _summary_records(part, wrappers) if isinstance(message, ModelResponse) else None
+            records = _summary_records(message, part, wrappers)
             if records is None:
                 if part_category(part) == 'state':
                     changed = True
@@ -149,7 +186,7 @@ def _ordered_parts(message: ModelMessage) -> list[Part]:
     return ordered
 
 
-def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[ModelMessage]:
+def _nest_default(data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole) -> list[ModelMessage]:
     pending = _history_records(data.input_history, wrappers)
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
@@ -166,7 +203,7 @@ def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[Mod
                         pending.append(record)
                     continue
                 if pending or not out:
-                    out.append(summary_message(pending, wrappers))
+                    out.append(summary_message(pending, wrappers, role))
                     pending = []
                 last = out[-1]
                 if isinstance(last, tuple) and last[0] is message:
@@ -174,7 +211,7 @@ def _nest_default(data: HandoffInputData, wrappers: tuple[str, str]) -> list[Mod
                 else:
                     out.append((message, [part]))
     if pending or not out:
-        out.append(summary_message(pending, wrappers))
+        out.append(summary_message(pending, wrappers, role))
     return [entry if not isinstance(entry, tuple) else _verbatim(*entry) for entry in out]
 
 
@@ -182,6 +219,12 @@ def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
     if len(parts) == len(source.parts) and all(a is b for a, b in zip(parts, source.parts)):
         return source
     return rewrap(source, parts)
+
+
+def check_summary_role(role: object) -> None:
+    """Raise a `UserError` naming the choices unless `role` is `'assistant'` or `'user'`."""
+    if role not in ('assistant', 'user'):
+        raise UserError(f"summary_role must be 'assistant' or 'user', got {role!r}")
 
 
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
@@ -194,7 +237,10 @@ def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
 
 
 def nest_handoff_history(
-    handoff_input_data: HandoffInputData, *, history_mapper: HandoffHistoryMapper | None = None
+    handoff_input_data: HandoffInputData,
+    *,
+    history_mapper: HandoffHistoryMapper | None = None,
+    summary_role: SummaryRole = 'assistant',
 ) -> HandoffInputData:
     """Collapse the history before a handoff into a summary message, so the delegate sees one compact record of the
     conversation instead of the previous agent's raw turns.
@@ -211,25 +257,30 @@ def nest_handoff_history(
     Custom path: `history_mapper` receives the whole flattened transcript as messages (history, then every message
     of the handoff), and its result becomes the delegate's history as it is.
 
-    The summary is a `ModelResponse` holding one
-    `TextPart` (an assistant turn), whose text is byte-identical to the OpenAI
-    Agents SDK's nested handoff history.
+    The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
+    OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
+    `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn;
+    it is marked in its metadata, so nesting again flattens it like an assistant summary.
 
     Args:
         handoff_input_data: The handoff input to nest.
         history_mapper: Maps the flattened transcript to the delegate's history in place of the default summary.
+        summary_role: Whether the default path writes its summaries as assistant turns (the SDK's choice) or as
+            user turns. A `history_mapper` decides its own messages.
 
     Returns:
         A copy whose `input_history` is the nested history, with `pre_handoff_items=()` and `input_items=()`;
         `new_items` is unchanged.
 
     Raises:
-        UserError: If `history_mapper` is not callable or does not return a list of messages.
+        UserError: If `history_mapper` is not callable or does not return a list of messages, or if `summary_role`
+            is neither `'assistant'` nor `'user'`.
     """
+    check_summary_role(summary_role)
     data = handoff_input_data
     wrappers = get_conversation_history_wrappers()
     if history_mapper is None:
-        nested = _nest_default(data, wrappers)
+        nested = _nest_default(data, wrappers, summary_role)
     else:
         if not callable(history_mapper):
             raise UserError(f'Invalid history mapper: {history_mapper}')
