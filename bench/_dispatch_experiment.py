@@ -3,7 +3,10 @@
 pydantic-ai 2.68 dispatches every tool hook to every capability, overridden or not, and copies the `RunContext`
 for each one through `copy.copy`'s generic `__reduce_ex__` path. The proposal: dispatch a tool hook only to
 the capabilities whose class overrides it, and copy the context by its `__dict__`. Behaviour is unchanged (a
-hook a capability does not override is the identity), so only the cost moves.
+hook a capability does not override is the identity), so only the cost moves. pydantic-ai already gates other
+hooks this way (`_has_wrap_node_run`, `_has_wrap_model_request`, `has_wrap_run_event_stream` in
+`capabilities/abstract.py` compare the class's method with `AbstractCapability`'s); the proposal extends that to
+the six tool hooks.
 
 `proposed_tool_hook_dispatch()` patches `CombinedCapability` and `RunContext` for the duration of a `with`
 block and restores them after. Nothing outside `bench/` imports this module.
