@@ -15,7 +15,7 @@ from ._capability import HandoffHistory
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import HandoffConfig, delegate, handoff_input_from_context
 from ._filters import remove_all_tools
-from ._nesting import SUMMARY_METADATA_KEY, SummaryRole, default_handoff_history_mapper, nest_handoff_history
+from ._nesting import SummaryRole, default_handoff_history_mapper, nest_handoff_history
 from ._transcript import (
     get_conversation_history_wrappers,
     reset_conversation_history_wrappers,
@@ -23,7 +23,6 @@ from ._transcript import (
 )
 
 __all__ = (
-    'SUMMARY_METADATA_KEY',
     'HandoffConfig',
     'HandoffHistory',
     'HandoffHistoryMapper',

@@ -29,40 +29,22 @@ from ._transcript import (
     render_item,
 )
 
-__all__ = (
-    'SUMMARY_METADATA_KEY',
-    'SummaryRole',
-    'default_handoff_history_mapper',
-    'nest_handoff_history',
-    'summary_message',
-)
+__all__ = ('SummaryRole', 'default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
 
 SummaryRole = Literal['assistant', 'user']
 """Who the summary message speaks as: an assistant turn (as in the OpenAI Agents SDK) or a user turn."""
-
-SUMMARY_METADATA_KEY = 'pydantic_ai_harness_handoff_summary'
-"""`metadata` key marking a user-turn summary, so the next nesting flattens it instead of nesting it again.
-
-The marker lives in message metadata, which is never sent to a model and which a user cannot type, so a user prompt
-that merely looks like a summary is kept as what it is."""
 
 
 def summary_message(
     records: Sequence[str], wrappers: tuple[str, str] | None = None, role: SummaryRole = 'assistant'
 ) -> ModelMessage:
-    """One summary message for already rendered records, holding a single text part.
-
-    An assistant response with a `TextPart`, or with `role='user'` a request with a `UserPromptPart`, marked in its
-    metadata with `SUMMARY_METADATA_KEY`.
+    """One summary message for already rendered records: an assistant response with a single `TextPart`, or with
+    `role='user'` a request with a single `UserPromptPart`.
     """
     text = build_summary_from_records(records, wrappers=wrappers)
     if role == 'user':
-        return ModelRequest(parts=[UserPromptPart(text)], metadata={SUMMARY_METADATA_KEY: True})
+        return ModelRequest(parts=[UserPromptPart(text)])
     return ModelResponse(parts=[TextPart(text)])
-
-
-def _is_user_summary(message: ModelMessage) -> bool:
-    return isinstance(message, ModelRequest) and bool((message.metadata or {}).get(SUMMARY_METADATA_KEY))
 
 
 def _records(messages: Sequence[ModelMessage]) -> list[str]:
@@ -84,19 +66,18 @@ def default_handoff_history_mapper(transcript: list[ModelMessage]) -> list[Model
     return [summary_message(_records(transcript))]
 
 
-def _history_records(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[str]:
+def _history_records(
+    history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str], role: SummaryRole
+) -> list[str]:
     """The records of the whole input history, earlier summaries replaced by their own records."""
     if isinstance(history, str):
         return [render_item({'content': history, 'role': 'user'})]
     records: list[str] = []
     for message in history:
-        user_summary = _is_user_summary(message)
         for part in message.parts:
-            if user_summary and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                parsed = parse_summary_text(part.content, wrappers=wrappers)
-                if parsed is not None:
-                    records.extend(render_item(item) for item in parsed)
-                    continue
+            if role == 'user' and (parsed := _user_summary_records(part, wrappers)) is not None:
+                records.extend(render_item(item) for item in parsed)
+                continue
             if isinstance(part, TextPart | SpeechPart) and is_summary_candidate(part.content):
                 is_assistant = isinstance(part, TextPart) or part.speaker == 'assistant'
                 parsed = parse_summary_text(part.content, wrappers=wrappers) if is_assistant else None
@@ -109,16 +90,27 @@ def _history_records(history: str | tuple[ModelMessage, ...], wrappers: tuple[st
     return records
 
 
-def _summary_records(message: ModelMessage, part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
-    """The records of `part` when it is a summary: assistant text, or the text of a marked user-turn summary."""
-    if isinstance(message, ModelResponse) and isinstance(part, TextPart):
-        return parse_summary_text(part.content, wrappers=wrappers)
-    if _is_user_summary(message) and isinstance(part, UserPromptPart) and isinstance(part.content, str):
+def _user_summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
+    """The records of a user-turn summary (a user prompt whose whole text is one), else `None`."""
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and is_summary_candidate(part.content):
         return parse_summary_text(part.content, wrappers=wrappers)
     return None
 
 
-def _history_messages(history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str]) -> list[ModelMessage]:
+def _summary_records(
+    message: ModelMessage, part: Part, wrappers: tuple[str, str], role: SummaryRole
+) -> list[TranscriptItem] | None:
+    """The records of `part` when it is a summary: assistant text, or with `role='user'` a user-turn summary too."""
+    if isinstance(message, ModelResponse) and isinstance(part, TextPart):
+        return parse_summary_text(part.content, wrappers=wrappers)
+    if role == 'user' and isinstance(message, ModelRequest):
+        return _user_summary_records(part, wrappers)
+    return None
+
+
+def _history_messages(
+    history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str], role: SummaryRole
+) -> list[ModelMessage]:
     """The history as messages, earlier summaries replaced by the messages their records map back to."""
     if isinstance(history, str):
         return [ModelRequest(parts=[UserPromptPart(history)])]
@@ -127,7 +119,7 @@ def _history_messages(history: str | tuple[ModelMessage, ...], wrappers: tuple[s
         kept: list[Part] = []
         changed = False
         for part in message.parts:
-            records = _summary_records(message, part, wrappers)
+            records = _summary_records(message, part, wrappers, role)
             if records is None:
                 if part_category(part) == 'state':
                     changed = True
@@ -187,7 +179,7 @@ def _ordered_parts(message: ModelMessage) -> list[Part]:
 
 
 def _nest_default(data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole) -> list[ModelMessage]:
-    pending = _history_records(data.input_history, wrappers)
+    pending = _history_records(data.input_history, wrappers, role)
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
     for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
@@ -259,14 +251,16 @@ def nest_handoff_history(
 
     The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
     OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
-    `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn;
-    it is marked in its metadata, so nesting again flattens it like an assistant summary.
+    `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn, and
+    earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the history
+    is trusted: any turn in the summary format is read as an earlier summary.
 
     Args:
         handoff_input_data: The handoff input to nest.
         history_mapper: Maps the flattened transcript to the delegate's history in place of the default summary.
         summary_role: Whether the default path writes its summaries as assistant turns (the SDK's choice) or as
-            user turns. A `history_mapper` decides its own messages.
+            user turns; with `'user'`, earlier user-turn summaries are flattened too (also for a `history_mapper`,
+            which decides its own messages).
 
     Returns:
         A copy whose `input_history` is the nested history, with `pre_handoff_items=()` and `input_items=()`;
@@ -285,7 +279,7 @@ def nest_handoff_history(
         if not callable(history_mapper):
             raise UserError(f'Invalid history mapper: {history_mapper}')
         mapper = cast(Callable[[list[ModelMessage]], Any], history_mapper)
-        transcript = _history_messages(data.input_history, wrappers)
+        transcript = _history_messages(data.input_history, wrappers, summary_role)
         transcript.extend(_without_state(data.pre_handoff_items))
         transcript.extend(_without_state(data.new_items))
         nested = list(_check_mapper_result(mapper(transcript)))

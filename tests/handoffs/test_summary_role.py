@@ -12,7 +12,6 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from pydantic_ai_harness.handoffs import (
-    SUMMARY_METADATA_KEY,
     HandoffConfig,
     HandoffHistory,
     HandoffInputData,
@@ -42,16 +41,19 @@ def nest_three_times(role: SummaryRole) -> list[ModelMessage]:
 
 
 def as_assistant_summaries(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """The same history with every marked user-turn summary turned back into an assistant summary."""
+    """The same history with every user-turn summary turned back into an assistant summary."""
     result: list[ModelMessage] = []
     for message in messages:
-        if isinstance(message, ModelRequest) and (message.metadata or {}).get(SUMMARY_METADATA_KEY):
-            [part] = message.parts
-            assert isinstance(part, UserPromptPart) and isinstance(part.content, str)
-            result.append(assistant(part.content))
+        first = message.parts[0]
+        if isinstance(first, UserPromptPart) and isinstance(first.content, str) and first.content.startswith(PREAMBLE):
+            assert len(message.parts) == 1
+            result.append(assistant(first.content))
         else:
             result.append(message)
     return result
+
+
+PREAMBLE = 'For context, here is the conversation so far'
 
 
 def summary_text(message: ModelMessage) -> str:
@@ -67,7 +69,6 @@ async def test_a_user_summary_is_one_marked_user_prompt_with_the_same_text() -> 
     [assistant_part], [user_part] = as_assistant[0].parts, as_user[0].parts
     assert isinstance(assistant_part, TextPart) and isinstance(user_part, UserPromptPart)
     assert user_part.content == assistant_part.content
-    assert as_user[0].metadata == {SUMMARY_METADATA_KEY: True}
 
 
 async def test_user_summaries_flatten_across_hops_exactly_like_assistant_ones() -> None:
@@ -77,16 +78,45 @@ async def test_user_summaries_flatten_across_hops_exactly_like_assistant_ones() 
     assert '\n'.join(describe(as_user)).count('<CONVERSATION HISTORY>') == 3
 
 
-async def test_a_user_prompt_that_only_looks_like_a_summary_stays_a_user_record() -> None:
-    """Without the metadata marker (which no user can type) a summary-shaped prompt is not parsed into records."""
+async def test_with_the_assistant_role_a_user_turn_summary_stays_a_user_record() -> None:
+    """Only `summary_role='user'` reads user turns as summaries: by default a summary-shaped prompt is user text."""
     forged_text = summary_text(nest_handoff_history(worked_example(), summary_role='user').to_message_history()[0])
     forged = HandoffInputData(input_history=(user(forged_text),), pre_handoff_items=(), new_items=())
-    [summary] = nest_handoff_history(forged, summary_role='user').to_message_history()
+    [summary] = nest_handoff_history(forged).to_message_history()
     text = summary_text(summary)
-    # The forged block is one quoted user record inside the new summary, not four records of its own.
+    # The block is one quoted user record inside the new summary, not four records of its own.
     assert text.count('<CONVERSATION HISTORY>') == 2
     assert '\n1. {"role": "user", "content": "For context, here is the conversation so far' in text
     assert '\n2. ' not in text
+
+
+async def test_user_summaries_flatten_across_agent_runs_that_merge_requests() -> None:
+    """pydantic-ai merges the summary with the next prompt into one request; the next hop still flattens it."""
+    history = (await Agent(Recorder('first answer').model).run('What is the refund policy?')).all_messages()
+    capability = HandoffHistory(nest_handoff_history=True, summary_role='user')
+    recorder = Recorder()
+    for hop in range(3):
+        recorder = Recorder(f'answer {hop}')
+        result = await Agent(recorder.model, capabilities=[capability]).run(f'question {hop}', message_history=history)
+        history = result.all_messages()
+        seen = '\n'.join(describe(recorder.last))
+        assert seen.count('<CONVERSATION HISTORY>') == 1, seen
+    assert describe(recorder.last) == snapshot(
+        [
+            """\
+0 request: user-prompt: For context, here is the conversation so far between the user and the previous agent:
+<CONVERSATION HISTORY>
+1. user: What is the refund policy?
+2. assistant: first answer
+3. user: question 0
+4. assistant: answer 0
+5. user: question 1
+6. assistant: answer 1
+</CONVERSATION HISTORY>\
+""",
+            '0 request: user-prompt: question 2',
+        ]
+    )
 
 
 async def test_a_custom_mapper_receives_the_records_of_a_user_summary() -> None:
@@ -100,6 +130,7 @@ async def test_a_custom_mapper_receives_the_records_of_a_user_summary() -> None:
     nest_handoff_history(
         HandoffInputData(input_history=tuple(first.to_message_history()), pre_handoff_items=(), new_items=()),
         history_mapper=mapper,
+        summary_role='user',
     )
     assert seen[0][:3] == [
         "0 request: user-prompt: What's the weather?",
