@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.tools import AgentDepsT
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
@@ -64,7 +64,7 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         if self.input_filter is None and not self.nest_handoff_history:
             return request_context
         messages = list(request_context.messages)
-        start = _current_run_index(messages, ctx.run_id)
+        start = _keep_answered_calls(messages, _current_run_index(messages, ctx.run_id))
         earlier = messages[:start]
         if not earlier or any(_stamp(message) == ctx.run_id for message in earlier):
             return request_context
@@ -88,6 +88,24 @@ def _current_run_index(messages: list[ModelMessage], run_id: str | None) -> int:
         if run_id is not None and message.run_id == run_id:
             return index
     return max(len(messages) - 1, 0)
+
+
+def _keep_answered_calls(messages: list[ModelMessage], start: int) -> int:
+    """Move the boundary before the last earlier response when the current run answers its tool calls.
+
+    A run resumed with `deferred_tool_results` starts with the results of calls the previous run ended on; nesting
+    that response away would orphan them, and the model would call the tools (and ask for approval) again.
+    """
+    if start == 0 or not isinstance(last := messages[start - 1], ModelResponse):
+        return start
+    call_ids = {part.tool_call_id for part in last.parts if isinstance(part, ToolCallPart)}
+    answered = any(
+        getattr(part, 'tool_call_id', None) in call_ids
+        for message in messages[start:]
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+    return start - 1 if answered else start
 
 
 def _stamp(message: ModelMessage) -> Any:

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.handoffs import HandoffHistory, HandoffInputData, remove_all_tools
+from pydantic_ai_harness.handoffs import HandoffHistory, HandoffInputData, SummaryRole, remove_all_tools
 
 from ._helpers import Recorder, describe, summary_texts
 
@@ -149,3 +149,41 @@ async def test_bad_filters_are_rejected() -> None:
     with pytest.raises(UserError, match='^Invalid handoff history: the tool calls lookup'):
         await agent.run('next', message_history=previous)
     assert len(recorder.seen) == 0
+
+
+@pytest.mark.parametrize('role', ['assistant', 'user'])
+async def test_a_run_resumed_with_deferred_tool_results_keeps_the_calls_it_answers(role: SummaryRole) -> None:
+    """The response whose calls the resumed run answers stays verbatim after the summary: nothing is orphaned."""
+    seen: list[list[ModelMessage]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        if any(isinstance(part, ToolReturnPart) and part.tool_name == 'refund' for part in messages[-1].parts):
+            return ModelResponse(parts=[TextPart('refunded')])
+        return ModelResponse(parts=[ToolCallPart('refund', {}, f'r{len(seen)}')])
+
+    agent = Agent(
+        FunctionModel(respond),
+        output_type=[str, DeferredToolRequests],
+        capabilities=[HandoffHistory(nest_handoff_history=True, summary_role=role)],
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def refund() -> str:
+        return 'done'
+
+    earlier = (
+        await Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('hello')]))).run('hi')
+    ).all_messages()
+    asked = await agent.run('refund please', message_history=earlier)
+    assert isinstance(asked.output, DeferredToolRequests)
+    [approval] = asked.output.approvals
+    resumed = await agent.run(
+        message_history=asked.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={approval.tool_call_id: True}),
+    )
+    assert resumed.output == 'refunded'
+    assert [[type(part).__name__ for part in message.parts] for message in seen[-1]][1:] == [
+        ['ToolCallPart'],
+        ['ToolReturnPart'],
+    ]
