@@ -343,7 +343,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             _warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
         band = pick_band(bands, size) if bands else None
         if band is None:
-            return self._below_threshold(rendered, original, call.tool_name)
+            return self._left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':
             _warn(
                 f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and cannot be '
@@ -363,15 +363,18 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 await _report(ctx, call, unit, reduced, tried, size)
                 return reduced
             if isinstance(action, Passthrough):
-                return None
+                return self._left_as_is(rendered, original, call.tool_name)
             next_action = action.then
             what = f'falling back to {type(next_action).__name__}' if next_action is not None else 'leaving it as is'
             _warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
             action = next_action
-        return self._below_threshold(rendered, original, call.tool_name)
+        return self._left_as_is(rendered, original, call.tool_name)
 
-    def _below_threshold(self, rendered: Rendered, original: Any, tool_name: str) -> _Reduced | None:
-        """Small values pass through untouched, except what would break the run or what the user asked to clean."""
+    def _left_as_is(self, rendered: Rendered, original: Any, tool_name: str) -> _Reduced | None:
+        """An unreduced value passes through untouched, except what would break the run or what the user asked to clean.
+
+        For values below every band, and for those a band (or a fallback) passes through.
+        """
         if isinstance(original, memoryview):
             return _Reduced(
                 bytes(cast('memoryview[int]', original)), 'render'

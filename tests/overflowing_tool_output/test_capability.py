@@ -479,6 +479,35 @@ async def test_any_value_never_crashes_the_run(value: Any) -> None:
     assert isinstance(run.returns()[0].model_response_str(), str)  # the model-visible text can be produced
 
 
+@pytest.mark.parametrize(
+    'bands',
+    [
+        [Band(over=0, action=Passthrough())],
+        [Band(over=10, action=Truncate(then=Passthrough()))],
+        [Band(over=10, action=Truncate(then=None))],
+        [],
+    ],
+    ids=['passthrough-band', 'truncate-then-passthrough', 'truncate-then-none', 'never-reduce'],
+)
+@pytest.mark.parametrize(
+    ('value', 'expected'),
+    [
+        (Opaque(), IsStr(regex=r'(?s)"<.*Opaque object>".*')),  # a safe rendering, with a note when not cut
+        (memoryview(b'abc' * 10), b'abc' * 10),
+        ('\x1b[31mred\x1b[0m' * 5, 'red' * 5),
+    ],
+    ids=['object', 'memoryview', 'ansi'],
+)
+async def test_a_value_left_as_is_still_gets_the_safety_net(bands: list[Band], value: Any, expected: Any) -> None:
+    """However a value ends up unreduced, what would crash the run is rendered and `strip_ansi` still applies."""
+    capability = OverflowingToolOutput(bands=[], per_tool={'big': bands}, strip_ansi=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', OverflowingToolOutputWarning)
+        run = await run_tool(capability, value)
+    assert run.returns()[0].outcome == 'success'
+    assert run.returned() == expected
+
+
 async def test_unserializable_small_value_is_rendered_deterministically() -> None:
     with pytest.warns(OverflowingToolOutputWarning, match='cannot be serialized'):
         run = await run_tool(cap(Band(over=10_000, action=Truncate())), {'o': Opaque(), 's': {2, 1}})
