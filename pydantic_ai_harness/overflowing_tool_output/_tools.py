@@ -188,6 +188,21 @@ def _render_line(line: Line, width: int, mark: str = '') -> str:
     return text
 
 
+_GROUP_LABEL_RESERVE = 120
+"""Characters kept for a group's label line (`-- matches at lines ... --`), which `_group_label` stays within."""
+
+
+def _group_label(hits: list[Hit]) -> str:
+    """The line above a group of matches: where they are, and the offset to read on from the first."""
+    if len(hits) == 1:
+        where = f'match at line {hits[0].line}'
+    elif len(hits) <= 5:
+        where = f'matches at lines {", ".join(str(hit.line) for hit in hits)}'
+    else:
+        where = f'{len(hits)} matches at lines {hits[0].line}-{hits[-1].line}'
+    return f'-- {where} (read from it: offset={hits[0].line - 1}) --'
+
+
 def _fit(rendered: list[str], budget: int, *, keep_tail: bool) -> int:
     """How many of `rendered` fit in `budget` characters (from the head, or from the tail)."""
     used = 0
@@ -606,25 +621,38 @@ async def _render_grep(
     width = len(str(min(total_lines, result.hits[-1].line + context_lines)))
     budget = caps.max_output_chars - _FRAME_RESERVE
     body: list[str] = []
+    used = 0
     shown_hits = 0
     for low, high, hits in groups:
         lines = await read_lines(payload, low - 1, high - low + 1, caps.max_line_chars)
         by_number = {hit.line: hit for hit in hits}
-        numbers = ', '.join(str(hit.line) for hit in hits)
-        label = 'match at line' if len(hits) == 1 else 'matches at lines'
-        block = [f'-- {label} {numbers} (read from it: offset={hits[0].line - 1}) --']
+        rendered: list[str] = []
+        shown: list[Hit] = []
+        capped = False
         for line in lines:
             hit = by_number.get(line.number)
+            text = (
+                _render_line(await _line_for_hit(payload, hit, caps), width, '>')
+                if hit
+                else _render_line(line, width, ' ')
+            )
+            # A group of adjacent matches can be long: stop at the cap inside it, but always show a first match.
+            if used + _GROUP_LABEL_RESERVE + sum(len(t) + 1 for t in rendered) + len(text) + 1 > budget and (
+                shown_hits or shown
+            ):
+                capped = True
+                break
+            rendered.append(text)
             if hit is not None:
-                block.append(_render_line(await _line_for_hit(payload, hit, caps), width, '>'))
-            else:
-                block.append(_render_line(line, width, ' '))
-        size = sum(len(text) + 1 for text in block)
-        if body and sum(len(text) + 1 for text in body) + size > budget:
+                shown.append(hit)
+        if shown:
+            block = [_group_label(shown), *rendered]
+            body.extend(block)
+            used += sum(len(text) + 1 for text in block)
+            shown_hits += len(shown)
+        if capped:
             notes.append(f'output capped at {caps.max_output_chars} characters')
             break
-        body.extend(block)
-        shown_hits += len(hits)
     scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
         f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) in the stored result {_show(handle)} '

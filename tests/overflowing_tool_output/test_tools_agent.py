@@ -234,6 +234,24 @@ async def test_outputs_are_capped_and_long_lines_cut(tmp_path: Path) -> None:
     assert next_offset == len(shown)
 
 
+@pytest.mark.parametrize('context_lines', [0, 2, 10])
+async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_group(
+    tmp_path: Path, context_lines: int
+) -> None:
+    """5,000 adjacent matching lines form one context group; it is cut at the cap, and paging goes on after it."""
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    handle = await store.write('r/c/0', ''.join(f'{i} hit {"x" * 1500}\n' for i in range(5_000)).encode())
+    toolset = build_query_toolset(store)
+    grep: Any = toolset.tools['grep_tool_result'].function
+    answer = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines)
+    assert len(answer) <= QueryLimits().max_output_chars
+    shown = int(re.search(r'Showing the first (\d+) ', answer).group(1))  # type: ignore[union-attr]
+    assert 1 <= shown < 100
+    assert f'-- {shown} matches at lines 1-{shown} (read from it: offset=0) --' in answer
+    assert f"offset={shown}, pattern='hit')" in answer  # the next page starts after the last match shown
+    assert 'output capped at 20000 characters' in answer
+
+
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
     store = LocalFileStore(base_dir=tmp_path / 'spill')
     png = b'\x89PNG\r\n\x1a\n' + b'\x00\x00\x00\rIHDR' + bytes(range(256)) * 10
