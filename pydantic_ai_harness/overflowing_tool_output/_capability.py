@@ -358,6 +358,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
             tokens = size if self.over_tokens else estimate_tokens(rendered.text)
             reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens)
+            if reduced is not None and _not_smaller(reduced, rendered):
+                # E.g. a spill preview of a return barely over a low threshold: the output itself is the smaller form.
+                return self._left_as_is(rendered, original, call.tool_name)
             if reduced is not None:
                 reduced = replace(reduced, size_before=rendered.size_chars)
                 await _report(ctx, call, unit, reduced, tried, size)
@@ -497,6 +500,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 return None, reason
             preview = binary_preview(call.tool_name, handle, rendered.data, rendered.media_type)
             return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
+        if len(rendered.text) <= action.preview_chars:
+            # The preview would hold all of it plus its header, so it cannot be smaller: store nothing, and hand
+            # back the text itself, which the caller recognises as "not smaller" and leaves as is.
+            return _Reduced(rendered.text, 'spill'), ''
         pageable, data = stored_form(rendered)
         handle, reason = await self._write(ctx, key, data, action.timeout)
         if handle is None:
@@ -564,6 +571,11 @@ def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize,
                     found.append(action)
                 action = None if isinstance(action, Passthrough) else action.then
     return tuple(found)
+
+
+def _not_smaller(reduced: _Reduced, rendered: Rendered) -> bool:
+    """Whether a text replacement is at least as long as the text it replaces (binary is compared in other units)."""
+    return rendered.kind != 'binary' and isinstance(reduced.value, str) and len(reduced.value) >= len(rendered.text)
 
 
 def _visible_chars(value: Any) -> int:

@@ -318,6 +318,19 @@ async def test_strip_ansi_happens_before_measuring() -> None:
 # --- truncation through an agent run -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    'action', [Spill(), Spill(preview_chars=4_000), Truncate(max_chars=5_000)], ids=['spill', 'big-preview', 'truncate']
+)
+async def test_an_action_that_would_not_shrink_the_output_leaves_it_as_is(action: Spill | Truncate) -> None:
+    """A return just over a low threshold is smaller than any spill preview: it is kept, with nothing stored."""
+    store = MemoryStore()
+    text = 'line\n' * 80  # 400 characters
+    run = await run_tool(cap(Band(over=300, action=action), store=store), text)
+    assert run.returned() == text
+    assert run.returns()[0].metadata is None
+    assert store.data == {}
+
+
 async def test_truncate_marker_says_what_was_omitted() -> None:
     text = ''.join(f'{i}: log line\n' for i in range(1, 2_001))
     run = await run_tool(cap(Band(over=1_000, action=Truncate(max_chars=400))), text)
