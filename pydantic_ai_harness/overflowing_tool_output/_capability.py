@@ -212,7 +212,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         Bands are `{'over': 10000, 'action': 'Spill'}`; an action is its name or `{Name: {field: value}}`,
         e.g. `{'Truncate': {'strategy': 'tail', 'max_chars': 4000}}` or `{'Spill': {'then': 'Truncate'}}`.
         `store` configures the `LocalFileStore` (`base_dir`, `cleanup_after` as seconds or `'6h'`). A bad value
-        raises `ValueError` naming the field, e.g. `bands[1].action.Truncate.max_chars: ...`.
+        raises `ValueError` naming the field, e.g. `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
         """
         return cls(
             bands=parse_bands(bands, 'bands') if bands is not None else default_bands(),
