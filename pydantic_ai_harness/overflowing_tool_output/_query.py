@@ -8,6 +8,7 @@ this module returns plain data.
 
 from __future__ import annotations
 
+import codecs
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -217,12 +218,20 @@ class Line:
         return self.shown_bytes < self.length
 
 
+_ESCAPED_TO_REPLACEMENT = {code: '\ufffd' for code in range(0xDC80, 0xDD00)}
+"""`str.translate` table: the lone surrogates `surrogateescape` decodes invalid bytes to, shown as U+FFFD."""
+
+
 def _decode_line(number: int, start: int, raw: bytes, length: int, max_chars: int) -> Line:
-    text = raw.decode('utf-8', errors='replace')
-    if length > len(raw) or len(text) > max_chars:
+    # `surrogateescape` maps each invalid byte to one character, so a cut's byte count is exact: it re-encodes
+    # to the very bytes shown. A character cut at the end of a partial read is left out, not shown broken.
+    partial = length > len(raw)
+    text, _ = codecs.utf_8_decode(raw, 'surrogateescape', not partial)
+    if partial or len(text) > max_chars:
         text = text[:max_chars]
-        return Line(number, text, start, length, len(text.encode('utf-8', errors='surrogatepass')))
-    return Line(number, text.removesuffix('\r'), start, length, length)
+        shown = len(text.encode('utf-8', 'surrogateescape'))
+        return Line(number, text.translate(_ESCAPED_TO_REPLACEMENT), start, length, shown)
+    return Line(number, text.translate(_ESCAPED_TO_REPLACEMENT).removesuffix('\r'), start, length, length)
 
 
 async def read_lines(

@@ -118,7 +118,18 @@ async def test_streaming_builder_matches_one_shot() -> None:
 
 @pytest.mark.parametrize(
     ('data', 'binary'),
-    [(b'plain', False), ('ünï'.encode(), False), (b'a\x00b', True), (b'\xff\xfe', True), ('é'.encode()[:1], True)],
+    [
+        (b'plain', False),
+        ('ünï'.encode(), False),
+        (b'a\x00b', True),
+        (b'\xff\xfe', True),
+        ('é'.encode()[:1], True),
+        # A file listing with a Latin-1 name (or a str with a lone surrogate) is text with a few bad bytes.
+        (b'tests/test_1.py\n' * 50 + b'caf\xe9.txt\n' + b'tests/test_2.py\n' * 50, False),
+        ('notes/\udce9t\u00e9.md\n'.encode('utf-8', 'surrogatepass') * 2 + b'readme.md\n' * 20, False),
+        (bytes(range(128, 256)) * 10, True),
+    ],
+    ids=['ascii', 'utf8', 'nul', 'invalid', 'cut-char', 'latin1-name', 'lone-surrogate', 'high-bytes'],
 )
 async def test_binary_detection(data: bytes, binary: bool) -> None:
     assert build_line_index(data).is_binary is binary
@@ -190,6 +201,19 @@ async def test_regex_is_anchored_per_line_and_never_crosses_newlines(make_store)
     assert await lines_for('ok\\smiddle') == []
     assert await lines_for('(?i)END') == [3]
     assert await lines_for('[^x]+') == [1, 2, 3, 5]
+
+
+async def test_a_cut_line_with_invalid_bytes_points_exactly_past_what_it_shows(tmp_path: Path) -> None:
+    """Each invalid byte is one shown character, so the offset to read on counts the raw bytes exactly."""
+    store = LocalFileStore(base_dir=tmp_path)
+    line = b'caf\xe9 ' * 400 + b'MARKER' + b' tail' * 50
+    handle = await store.write('r', line + b'\nnext\n')
+    payload = await open_payload(store, handle)
+    [first] = await read_lines(payload, 0, 1, 300)
+    assert first.cut and first.text == 'caf\ufffd ' * 60
+    assert first.shown_bytes == 300  # five bytes per "caf\xe9 ", all shown
+    rest = await store.read_range(handle, first.start + first.shown_bytes, len(line))
+    assert rest.startswith(b'caf\xe9 ') and b'MARKER' in rest
 
 
 async def test_invalid_regexes_raise_pattern_error() -> None:

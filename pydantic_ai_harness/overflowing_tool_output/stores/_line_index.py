@@ -49,8 +49,8 @@ class LineIndex:
     is_binary: bool
     """Whether the payload looks binary (shown as a hex dump, not as text).
 
-    Binary means: a NUL byte anywhere, or invalid UTF-8 in the first chunk. Text with a stray invalid
-    byte further on stays text (shown with U+FFFD), as `git` and `grep` also decide.
+    Binary means: a NUL byte anywhere, or more than one byte in ten of the first chunk not valid UTF-8. Text with a
+    few invalid bytes (a Latin-1 file name, a lone surrogate) stays text, shown with U+FFFD in their place.
     """
 
     ends_with_newline: bool
@@ -123,7 +123,9 @@ class LineIndexBuilder:
         self._newlines = 0
         self._before = array('Q')
         self._binary = False
-        self._decoder = codecs.getincrementaldecoder('utf-8')('strict')
+        self._decoder = codecs.getincrementaldecoder('utf-8')('surrogateescape')
+        self._checked = 0
+        self._invalid = 0
         self._last_byte = -1
 
     def feed(self, data: bytes, start: int = 0, end: int | None = None) -> None:
@@ -150,20 +152,19 @@ class LineIndexBuilder:
             self._binary = True
             return
         if first_chunk:
-            try:
-                self._decoder.decode(view[start:end])
-            except UnicodeDecodeError:
-                self._binary = True
+            self._count_invalid(self._decoder.decode(view[start:end]), end - start)
+
+    def _count_invalid(self, text: str, fed: int) -> None:
+        # Each invalid byte decodes to one escape character, which only the `surrogateescape` encoding keeps.
+        self._invalid += len(text.encode('utf-8', 'surrogateescape')) - len(text.encode('utf-8', 'ignore'))
+        self._checked += fed
 
     def finish(self) -> LineIndex:
         """The index of everything fed so far."""
-        binary = self._binary
-        if not binary and self._position <= self._chunk_size:
+        if not self._binary and self._position <= self._chunk_size:
             # The whole payload fits the first chunk: a character cut at its very end is invalid too.
-            try:
-                self._decoder.decode(b'', final=True)
-            except UnicodeDecodeError:
-                binary = True
+            self._count_invalid(self._decoder.decode(b'', final=True), 0)
+        binary = self._binary or self._invalid * _MAX_INVALID_SHARE > self._checked
         return LineIndex(
             size=self._position,
             newline_count=self._newlines,
@@ -172,6 +173,10 @@ class LineIndexBuilder:
             is_binary=binary,
             ends_with_newline=self._last_byte == 0x0A,
         )
+
+
+_MAX_INVALID_SHARE = 10
+"""A first chunk with more than one invalid UTF-8 byte in this many is binary."""
 
 
 def build_line_index(data: bytes, chunk_size: int = DEFAULT_CHUNK_SIZE) -> LineIndex:
