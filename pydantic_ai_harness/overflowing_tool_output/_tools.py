@@ -49,6 +49,10 @@ _FRAME_RESERVE = 600
 """Characters kept free for the header and footer when fitting lines into the output cap."""
 
 
+_DEFAULT_LIMIT = 200
+"""`read_tool_result`'s default `limit`: a paging hint repeats any other limit the model chose."""
+
+
 @dataclass(frozen=True)
 class QueryLimits:
     """Caps that keep every query tool answer small and fast, whatever the arguments."""
@@ -230,7 +234,7 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
     async def read_tool_result(
         handle: str,
         offset: int = 0,
-        limit: int = 200,
+        limit: int = _DEFAULT_LIMIT,
         from_end: bool = False,
         pattern: str | None = None,
         unit: Literal['lines', 'bytes'] = 'lines',
@@ -260,7 +264,7 @@ async def _read_tool_result(
     caps: QueryLimits,
     handle: str,
     offset: int = 0,
-    limit: int = 200,
+    limit: int = _DEFAULT_LIMIT,
     from_end: bool = False,
     pattern: str | None = None,
     unit: Literal['lines', 'bytes'] = 'lines',
@@ -365,6 +369,11 @@ def _call(handle: str, **arguments: object) -> str:
     return f'read_tool_result(handle={handle!r}, {rendered})'
 
 
+def _same_limit(limit: int) -> dict[str, int]:
+    """The `limit` argument a paging hint carries so the next page is as long as this one asked for."""
+    return {} if limit == _DEFAULT_LIMIT else {'limit': limit}
+
+
 async def _read_window(payload: Payload, offset: int, limit: int, from_end: bool, caps: QueryLimits) -> str:
     handle = payload.handle
     total = payload.index.line_count
@@ -405,14 +414,18 @@ async def _read_window(payload: Payload, offset: int, limit: int, from_end: bool
         if first_shown > 1:
             footer.append(
                 f'{first_shown - 1} earlier lines. Previous page: '
-                f'{_call(handle, offset=total - first_shown + 1, from_end=True)}.'
+                f'{_call(handle, offset=total - first_shown + 1, from_end=True, **_same_limit(limit))}.'
             )
         else:
             footer.append('This is the start of the result.')
         if last_shown < total:
-            footer.append(f'{total - last_shown} later lines: {_call(handle, offset=last_shown)}.')
+            footer.append(
+                f'{total - last_shown} later lines: {_call(handle, offset=last_shown, **_same_limit(limit))}.'
+            )
     elif last_shown < total:
-        footer.append(f'{total - last_shown} more lines. Next page: {_call(handle, offset=last_shown)}.')
+        footer.append(
+            f'{total - last_shown} more lines. Next page: {_call(handle, offset=last_shown, **_same_limit(limit))}.'
+        )
     else:
         footer.append(f'End of the result: line {total} is the last line.')
     return '\n'.join([header, *rendered, f'({" ".join(footer)})'])
@@ -448,7 +461,8 @@ async def _read_matching(
         if result.complete:
             text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
         else:
-            text += f' The scan stopped early to answer quickly. Continue: {_call(handle, offset=result.stopped_at_line, pattern=pattern)}.'
+            more = _call(handle, offset=result.stopped_at_line, pattern=pattern, **_same_limit(limit))
+            text += f' The scan stopped early to answer quickly. Continue: {more}.'
         return text
     hits = result.hits
     # Only as many lines as can fit are rendered (the tail of them when reading from the end).
@@ -473,7 +487,8 @@ async def _read_matching(
     if from_end:
         earlier = lines[0].number - 1
         footer = (
-            f'Earlier matches, if any: {_call(handle, offset=total - earlier, from_end=True, pattern=pattern)}.'
+            f'Earlier matches, if any: '
+            f'{_call(handle, offset=total - earlier, from_end=True, pattern=pattern, **_same_limit(limit))}.'
             if earlier
             else 'This reaches the start of the result.'
         )
@@ -481,7 +496,9 @@ async def _read_matching(
             footer = f'The scan stopped early at line {result.stopped_at_line} to answer quickly. ' + footer
     elif len(lines) < len(result.hits) or not result.complete:  # More hits than shown, or the scan was cut short.
         next_offset = lines[-1].number if len(lines) < len(result.hits) else result.stopped_at_line
-        footer = f'More may follow. Next page: {_call(handle, offset=next_offset, pattern=pattern)}.'
+        footer = (
+            f'More may follow. Next page: {_call(handle, offset=next_offset, pattern=pattern, **_same_limit(limit))}.'
+        )
     else:
         footer = 'No more matching lines: the scan reached the end.'
     return '\n'.join([header, *rendered, f'({footer})'])

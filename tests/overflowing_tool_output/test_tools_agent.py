@@ -230,7 +230,7 @@ async def test_outputs_are_capped_and_long_lines_cut(tmp_path: Path) -> None:
     assert "line cut: 2800 more bytes; read them with unit='bytes', offset=200]" in answer
     assert 'output capped at 5000 characters' in answer
     shown = [line for line in answer.splitlines() if '| ' in line]
-    next_offset = int(re.search(r'offset=(\d+)\)', answer).group(1))  # type: ignore[union-attr]
+    next_offset = int(re.search(r'offset=(\d+), limit=500\)', answer).group(1))  # type: ignore[union-attr]
     assert next_offset == len(shown)
 
 
@@ -250,6 +250,20 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     assert f'-- {shown} matches at lines 1-{shown} (read from it: offset=0) --' in answer
     assert f"offset={shown}, pattern='hit')" in answer  # the next page starts after the last match shown
     assert 'output capped at 20000 characters' in answer
+
+
+async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    handle = await store.write(
+        'r/c/0', ''.join(f'line {i} {"ok" if i % 3 else "hit"}\n' for i in range(1_000)).encode()
+    )
+    read: Any = build_query_toolset(store).tools['read_tool_result'].function
+    assert f"Next page: read_tool_result(handle='{handle}', offset=7, limit=7)." in await read(handle=handle, limit=7)
+    assert 'offset=200).' in await read(handle=handle)  # the default limit is not repeated
+    by_pattern = await read(handle=handle, pattern='hit', limit=5)
+    assert f"Next page: read_tool_result(handle='{handle}', offset=13, pattern='hit', limit=5)." in by_pattern
+    from_end = await read(handle=handle, from_end=True, limit=50)
+    assert f"Previous page: read_tool_result(handle='{handle}', offset=50, from_end=True, limit=50)." in from_end
 
 
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
