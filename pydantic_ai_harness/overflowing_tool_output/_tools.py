@@ -456,8 +456,15 @@ async def _read_matching(
         )
         scanned = f'lines {offset + 1}-{result.stopped_at_line}'
     described = f'containing {_show(pattern)} (literal, case-sensitive)'
+    if result.long_lines:
+        limit_text = f'{LONG_LINE_SEARCH_LIMIT // 1024:,} KiB'
+        notes.append(
+            f'{result.long_lines} lines longer than {limit_text} were searched in their first {limit_text} only'
+        )
     if not result.hits:
         text = f'No line {described} in {scanned} of the stored result {_show(handle)} ({total} lines).'
+        if notes:
+            text += f' [{"; ".join(notes)}]'
         if result.complete:
             text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
         else:

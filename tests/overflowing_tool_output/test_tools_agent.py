@@ -266,6 +266,15 @@ async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> 
     assert f"Previous page: read_tool_result(handle='{handle}', offset=50, from_end=True, limit=50)." in from_end
 
 
+async def test_a_pattern_read_says_when_a_very_long_line_was_searched_only_in_part(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    handle = await store.write('r/c/0', b'short line\n' + b'z' * (5 << 20) + b' NEEDLE\nlast\n')
+    read: Any = build_query_toolset(store).tools['read_tool_result'].function
+    answer = await read(handle=handle, pattern='NEEDLE')
+    assert answer.startswith("No line containing 'NEEDLE'")
+    assert '[1 lines longer than 4,096 KiB were searched in their first 4,096 KiB only]' in answer
+
+
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
     store = LocalFileStore(base_dir=tmp_path / 'spill')
     png = b'\x89PNG\r\n\x1a\n' + b'\x00\x00\x00\rIHDR' + bytes(range(256)) * 10
