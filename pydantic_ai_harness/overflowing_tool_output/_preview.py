@@ -48,6 +48,12 @@ _MAX_MATCHES_SCANNED = 20_000
 _LINE_CHARS = 160
 """Preview lines longer than this are cut; the full line is in the store."""
 
+_EXCERPT_BYTES = 140
+"""The bytes of a long line shown around an important match (with `[...]` on each cut side, within `_LINE_CHARS`)."""
+
+_EXCERPT_BEFORE = 40
+"""How much of an excerpt comes before the match."""
+
 
 @dataclass(frozen=True)
 class SpillSummary:
@@ -87,8 +93,11 @@ class ImportantLine:
     number: int
     """Its 1-based line number."""
 
+    column: int
+    """The byte where the shown text starts in the line: 0, or where an excerpt of a long line starts."""
+
     text: str
-    """The line."""
+    """The line, or for a long line an excerpt around the match (`[...]` marking what is left out)."""
 
     rank: int
     """0 for a verdict (FAILED, exit status 1), 1 for an exception, 2 for context: lower matters more."""
@@ -106,21 +115,35 @@ def important_lines(text: str | bytes) -> tuple[list[ImportantLine], bool]:
     line_number = 1
     counted_to = 0
     last_line_start = -1
+    shown_until = -1
     scanned = 0
     for match in _IMPORTANT.finditer(data):
         scanned += 1
         if scanned > _MAX_MATCHES_SCANNED:
             break
         start = data.rfind(b'\n', 0, match.start()) + 1
-        if start == last_line_start:
-            continue  # one entry per line, ranked by its first (leftmost) match
-        last_line_start = start
-        line_number += data.count(b'\n', counted_to, start)
-        counted_to = start
         end = data.find(b'\n', start)
-        line = data[start : end if end != -1 else len(data)].decode('utf-8', 'replace')
+        end = end if end != -1 else len(data)
+        long_line = end - start > _LINE_CHARS
+        # One entry per line, ranked by its first (leftmost) match; a long line (a log inside one JSON string,
+        # say) gets an excerpt around each match not already shown, so a match deep in it is still seen.
+        if start == last_line_start and (not long_line or match.start() < shown_until):
+            continue
+        if start != last_line_start:
+            line_number += data.count(b'\n', counted_to, start)
+            counted_to = start
+        last_line_start = start
         rank = next(rank for rank in range(len(_RANKS)) if match.group(rank + 1) is not None)
-        by_rank[rank].append(ImportantLine(line_number, line, rank))
+        if long_line:
+            low = max(start, match.start() - _EXCERPT_BEFORE)
+            high = min(end, low + _EXCERPT_BYTES)
+            shown_until = high
+            text = data[low:high].decode('utf-8', 'replace').strip('\ufffd')
+            text = ('[...]' if low > start else '') + text + ('[...]' if high < end else '')
+            by_rank[rank].append(ImportantLine(line_number, low - start, text, rank))
+        else:
+            line = data[start:end].decode('utf-8', 'replace')
+            by_rank[rank].append(ImportantLine(line_number, 0, line, rank))
     chosen: list[ImportantLine] = []
     for found in by_rank:
         chosen += _spread(found, _MAX_IMPORTANT - len(chosen))

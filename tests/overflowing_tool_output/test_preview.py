@@ -28,6 +28,23 @@ def test_verdicts_outrank_exceptions_and_context() -> None:
     assert [(line.number, line.rank) for line in found] == [(5, 0), (6, 0), (4, 1), (2, 2)]
 
 
+def test_matches_deep_in_a_long_line_are_shown_as_excerpts() -> None:
+    """A log inside one JSON string is one long line: each match in it gets an excerpt around it."""
+    log = '\\n'.join(f'test_{i} PASSED' for i in range(3_000))
+    log = log.replace('test_1234 PASSED', 'test_1234 FAILED: AssertionError: expected 3 got 4')
+    log = log.replace('test_2900 PASSED', 'test_2900 FAILED: timeout')
+    text = f'{{\n "returncode": 1,\n "stdout": "{log}"\n}}'
+    found, _ = important_lines(text)
+    # `AssertionError` falls inside the first excerpt, so it is not shown twice.
+    assert [(line.number, line.rank) for line in found] == [(3, 0), (3, 0)]
+    first, second = sorted(line for line in found if line.rank == 0)
+    assert first.column < second.column
+    assert 'test_1234 FAILED: AssertionError: expected 3 got 4' in first.text
+    assert 'test_2900 FAILED: timeout' in second.text
+    assert all(line.text.startswith('[...]') and line.text.endswith('[...]') for line in found)
+    assert all(len(line.text) <= 160 for line in found)
+
+
 def test_a_noisy_log_is_flagged_and_spread_first_and_last() -> None:
     text = '\n'.join(f'ERROR retrying connection {i}' for i in range(30_000))
     found, noisy = important_lines(text)
