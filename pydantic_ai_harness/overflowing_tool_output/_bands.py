@@ -99,7 +99,12 @@ class Spill:
     """
 
     preview_chars: int = DEFAULT_PREVIEW_CHARS
-    """The character budget of the preview the model sees instead of the payload."""
+    """The character budget of the preview the model sees instead of the payload.
+
+    The header (sizes, handle) and the paging guidance always come first, about 450 characters; the budget left after
+    them goes to the lines that look important, then the first and last lines. Below about 600 there is little room
+    for lines.
+    """
 
     timeout: float = 30.0
     """Seconds a store write may take before it counts as failed and `then` runs."""
