@@ -236,6 +236,7 @@ async def delegate(
     input_filter: HandoffInputFilter | None = None,
     nest_handoff_history: bool | None = None,
     history_mapper: HandoffHistoryMapper | None = None,
+    summary_role: SummaryRole | None = None,
     config: HandoffConfig | None = None,
     **run_kwargs: Any,
 ) -> AgentRunResult[Any]:
@@ -249,7 +250,8 @@ async def delegate(
     2. nesting is `nest_handoff_history` if it is not `None`, else `config.nest_handoff_history` (default `False`);
     3. a filter always wins: when there is one, the history is not nested (a filter may call
        [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] itself);
-    4. `history_mapper` (else `config.history_mapper`) is used only for nesting, and so is `config.summary_role`.
+    4. `history_mapper` (else `config.history_mapper`) and `summary_role` (else `config.summary_role`, default
+       `'assistant'`) are used only for nesting.
 
     When the run uses server-side conversation state (`openai_conversation_id`, or a concrete
     `openai_previous_response_id`, in the agent's or the run's `model_settings`), a filter raises and nesting is
@@ -266,7 +268,8 @@ async def delegate(
         input_filter: The handoff input filter (sync or async).
         nest_handoff_history: Whether to nest the history when there is no filter.
         history_mapper: The mapper to nest with, in place of the default summary.
-        config: Run-level defaults for the three settings above.
+        summary_role: Whether nesting writes its summaries as assistant turns or as user turns.
+        config: Run-level defaults for the four settings above.
         **run_kwargs: Passed to `agent.run`; `deps` defaults to `ctx.deps`, `usage` to `ctx.usage` and
             `usage_limits` to `ctx.usage_limits`.
 
@@ -275,7 +278,7 @@ async def delegate(
 
     Raises:
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
-            conversation, or a missing prompt.
+            conversation, a missing prompt, or an unknown `summary_role`.
     """
     if prompt is None:  # pyright: ignore[reportUnnecessaryComparison]
         raise UserError('delegate() needs a prompt for the agent taking over.')
@@ -286,6 +289,8 @@ async def delegate(
         nest_handoff_history if nest_handoff_history is not None else (config.nest_handoff_history if config else False)
     )
     mapper = history_mapper if history_mapper is not None else (config.history_mapper if config else None)
+    role = summary_role if summary_role is not None else (config.summary_role if config else 'assistant')
+    check_summary_role(role)
     if chosen_filter is not None and not callable(chosen_filter):
         raise UserError(f'Invalid input filter: {chosen_filter}')
     if _server_managed(agent, run_kwargs):
@@ -300,7 +305,7 @@ async def delegate(
     if chosen_filter is not None:
         data = await apply_handoff_input_filter(chosen_filter, data)
     elif should_nest:
-        data = _nest(data, history_mapper=mapper, summary_role=config.summary_role if config else 'assistant')
+        data = _nest(data, history_mapper=mapper, summary_role=role)
     history = data.to_message_history()
     check_message_history(history)
 

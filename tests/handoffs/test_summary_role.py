@@ -179,6 +179,16 @@ async def test_delegate_with_a_user_summary_config() -> None:
     )
 
 
+async def test_delegate_summary_role_wins_over_the_config() -> None:
+    config = HandoffConfig(nest_handoff_history=True, summary_role='user')
+    _, as_assistant = await run_handoff(config=config, summary_role='assistant')
+    _, as_user = await run_handoff(nest_handoff_history=True, summary_role='user')
+    assert as_assistant[0].startswith('0 response: text: For context')
+    assert as_user[0].startswith('0 request: user-prompt: For context')
+    with pytest.raises(UserError, match="summary_role must be 'assistant' or 'user'"):
+        await run_handoff(nest_handoff_history=True, summary_role='system')
+
+
 async def test_handoff_history_capability_with_user_summaries() -> None:
     first = Recorder('first answer')
     earlier = (await Agent(first.model).run('What is the refund policy?')).all_messages()
