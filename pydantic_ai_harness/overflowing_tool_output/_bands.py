@@ -144,7 +144,10 @@ class Summarize:
     """What to do when no summary can be made (a binary payload, an error, empty output, no budget)."""
 
     max_input_chars: int = 100_000
-    """The largest text sent in one summarizer request; longer payloads are summarized in chunks, then combined."""
+    """The largest text sent in one chunk request; longer payloads are summarized in chunks, then combined.
+
+    The combining request sends the chunk summaries together, which can be longer than this.
+    """
 
     max_chunks: int = 8
     """The most chunks a payload is split into; text beyond them is covered only by the original in the store."""

@@ -359,8 +359,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             tokens = size if self.over_tokens else estimate_tokens(rendered.text)
             reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens)
             if reduced is not None and _not_smaller(reduced, rendered):
-                # E.g. a spill preview of a return barely over a low threshold: the output itself is the smaller form.
-                return self._left_as_is(rendered, original, call.tool_name)
+                if not isinstance(action, Summarize):
+                    # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
+                    return self._left_as_is(rendered, original, call.tool_name)
+                # A summary at least as long as the output is no summary: the fallback decides.
+                reduced, reason = None, 'the summary was not shorter than the output'
             if reduced is not None:
                 reduced = replace(reduced, size_before=rendered.size_chars)
                 await _report(ctx, call, unit, reduced, tried, size)

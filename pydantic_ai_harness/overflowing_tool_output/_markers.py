@@ -83,11 +83,11 @@ def summary_marker(
         if handle is not None
         else 'The full original was not kept.'
     )
-    uncovered = (
-        f' The last {uncovered_chars:,} characters were too many to summarize and are only in the original.'
-        if uncovered_chars
-        else ''
-    )
+    uncovered = ''
+    if uncovered_chars:
+        kept = 'are only in the original' if handle is not None else 'were left out'
+        uncovered = f' The last {uncovered_chars:,} characters were too many to summarize and {kept}.'
+
     return (
         f'[Summary of the output of the tool `{tool_name}` ({chars:,} characters, {lines:,} lines), written by a '
         f'model{how} because the output was too long to keep in the conversation. It may miss details. '

@@ -119,7 +119,9 @@ async def test_summarize_function_bypasses_the_prompt(is_async: bool) -> None:
         (lambda tool, text: '   ', 'returned empty text'),
         (lambda tool, text: 1 / 0, 'raised ZeroDivisionError'),
         (lambda tool, text: 42, 'returned int, not str'),
+        (lambda tool, text: text + ' (summary)', 'the summary was not shorter than the output'),
     ],
+    ids=['empty', 'raises', 'not-str', 'longer'],
 )
 async def test_failing_summarizer_follows_then(summarize: Any, reason: str) -> None:
     action = Summarize(summarize=summarize, then=Truncate(max_chars=300), keep_original=False)
@@ -161,6 +163,7 @@ async def test_map_reduce_summarizes_in_bounded_chunks() -> None:
     content = result.all_messages()[2].parts[0].content
     assert 'written by a model in 2 parts' in content
     assert 'The last 6,9' in content  # what did not fit in the chunks is named
+    assert 'too many to summarize and were left out.' in content  # not "in the original": it was not kept
     prompts = model.prompts  # type: ignore[attr-defined]
     assert len(prompts) == 3  # two chunks and the combination
     assert 'big (part 1 of 2)' in prompts[0] and 'combined part summaries' in prompts[2]
