@@ -6,7 +6,8 @@ import base64
 import copy
 import string
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, cast
@@ -178,6 +179,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
+    _summary_locks: dict[str, anyio.Lock] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -193,6 +195,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         # Durable summarizer operations address their action by its position here: an int crosses a durable
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
         self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values()))
+        self._summary_locks = {}
 
     @classmethod
     def from_spec(
@@ -413,6 +416,18 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return await self._spill(action, ctx, call, rendered, unit, tokens)
         return await self._summarize(action, ctx, call, rendered, unit)
 
+    @asynccontextmanager
+    async def _run_lock(self, run_id: str | None) -> AsyncGenerator[None]:
+        """Hold the lock of `run_id`'s summaries; the entry goes once no one holds or waits for it."""
+        key = run_id or ''
+        lock = self._summary_locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._summary_locks.pop(key, None)
+
     def _key(self, ctx: RunContext[AgentDepsT], call: ToolCallPart, unit: UnitName) -> str:
         key = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
         return f'{key}/content' if unit == 'content' else key
@@ -551,13 +566,16 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             lines=count_lines(rendered.text),
         )
         index = next(i for i, known in enumerate(self._summarize_actions) if known is action)
-        try:
-            outcome, usage = await self._summarize_durably(ctx, index, request)
-        except Exception as exc:  # noqa: BLE001 - a durable unit that failed means: no summary, fall back
-            return None, f'the summarizer failed: {exc!r}'
-        if outcome.configuration_error:
-            raise OverflowConfigurationError(outcome.reason)
-        ctx.usage.incr(usage)
+        # One summary at a time per run: each checks what the run can afford against the usage of those before it,
+        # so parallel tool calls summarized together cannot leave the run without its next request.
+        async with self._run_lock(ctx.run_id):
+            try:
+                outcome, usage = await self._summarize_durably(ctx, index, request)
+            except Exception as exc:  # noqa: BLE001 - a durable unit that failed means: no summary, fall back
+                return None, f'the summarizer failed: {exc!r}'
+            if outcome.configuration_error:
+                raise OverflowConfigurationError(outcome.reason)
+            ctx.usage.incr(usage)
         if outcome.summary is None:
             return None, outcome.reason
         return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''

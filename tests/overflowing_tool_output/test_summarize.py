@@ -156,6 +156,27 @@ async def test_summary_is_skipped_when_the_budget_cannot_afford_it() -> None:
     assert result.usage.requests == 2  # the parent's second request stayed affordable
 
 
+async def test_parallel_summaries_leave_the_run_its_next_request() -> None:
+    """Two returns summarized at once: the second sees the first's request, and falls back instead of overrunning."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if '<tool_output>' in _prompt_text(messages):
+            return ModelResponse(parts=[TextPart('short summary')])
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('big', {}, tool_call_id=f'call_{n}') for n in range(2)])
+        return ModelResponse(parts=[TextPart('done')])
+
+    action = Summarize(then=Truncate(max_chars=300), keep_original=False)
+    capability = OverflowingToolOutput(bands=[Band(over=1_000, action=action)])
+    with pytest.warns(OverflowingToolOutputWarning, match='cannot afford 1 summarizer request'):
+        result = await _run(capability, LOG, FunctionModel(respond), usage_limits=UsageLimits(request_limit=3))
+    assert result.output == 'done'
+    assert result.usage.requests == 3  # the parent's two requests and one summary
+    contents = sorted(str(part.content)[:10] for part in result.all_messages()[2].parts)
+    assert contents == ['[Summary o', 'step 0: ok']  # one summary, one truncation
+    assert capability._summary_locks == {}  # the lock of the finished run is gone
+
+
 async def test_map_reduce_summarizes_in_bounded_chunks() -> None:
     model = summarizer_model('partial')
     action = Summarize(max_input_chars=10_000, max_chunks=2, keep_original=False)
