@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.tools import AgentDepsT
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import apply_handoff_input_filter, check_message_history
+from ._delegation import apply_handoff_input_filter, check_message_history, return_ids
 from ._nesting import SummaryRole, check_summary_role, nest_handoff_history
 
 if TYPE_CHECKING:
@@ -100,10 +100,10 @@ def _keep_answered_calls(messages: list[ModelMessage], start: int) -> int:
         return start
     call_ids = {part.tool_call_id for part in last.parts if isinstance(part, ToolCallPart)}
     answered = any(
-        getattr(part, 'tool_call_id', None) in call_ids
+        call_id in call_ids
         for message in messages[start:]
         if isinstance(message, ModelRequest)
-        for part in message.parts
+        for call_id in return_ids(message)
     )
     return start - 1 if answered else start
 

@@ -157,7 +157,8 @@ def _is_tool_retry(part: object) -> TypeGuard[RetryPromptPart]:  # pyright: igno
     return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
 
 
-def _return_ids(message: ModelRequest) -> list[str]:
+def return_ids(message: ModelRequest) -> list[str]:
+    """The ids of the tool calls that `message` answers: its tool returns and tool retries."""
     ids: list[str] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart) or _is_tool_retry(part):
@@ -183,7 +184,7 @@ def check_message_history(messages: Sequence[ModelMessage]) -> None:
                 break
             pending = {p.tool_call_id: p.tool_name for p in message.parts if isinstance(p, ToolCallPart)}
             continue
-        for call_id in _return_ids(message):
+        for call_id in return_ids(message):
             if call_id not in pending:
                 raise UserError(
                     f'Invalid handoff history: the tool return for call {call_id!r} in message {index} answers no '
