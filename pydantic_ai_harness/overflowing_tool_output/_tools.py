@@ -648,11 +648,16 @@ async def _render_grep(
     used = 0
     shown_hits = 0
     for low, high, hits in groups:
-        lines = await read_lines(payload, low - 1, high - low + 1, caps.max_line_chars)
+        # A rendered line takes at least its mark, number and `| ` and a newline: read no more lines than can fit,
+        # but always up to the group's first match.
+        fits = (budget - used) // (width + 4)
+        count = min(high - low + 1, max(fits, hits[0].line - low + 1))
+        lines = await read_lines(payload, low - 1, count, caps.max_line_chars)
         by_number = {hit.line: hit for hit in hits}
         rendered: list[str] = []
+        group_used = _GROUP_LABEL_RESERVE
         shown: list[Hit] = []
-        capped = False
+        capped = count < high - low + 1
         for line in lines:
             hit = by_number.get(line.number)
             text = (
@@ -661,12 +666,11 @@ async def _render_grep(
                 else _render_line(line, width, ' ')
             )
             # A group of adjacent matches can be long: stop at the cap inside it, but always show a first match.
-            if used + _GROUP_LABEL_RESERVE + sum(len(t) + 1 for t in rendered) + len(text) + 1 > budget and (
-                shown_hits or shown
-            ):
+            if used + group_used + len(text) + 1 > budget and (shown_hits or shown):
                 capped = True
                 break
             rendered.append(text)
+            group_used += len(text) + 1
             if hit is not None:
                 shown.append(hit)
         if shown:
