@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
 
 from pydantic_ai_harness.handoffs import (
     HandoffInputData,
+    SummaryRole,
     default_handoff_history_mapper,
     nest_handoff_history,
     reset_conversation_history_wrappers,
@@ -313,15 +314,16 @@ def test_tool_outcomes_are_recorded() -> None:
     )
 
 
-def nest_three_times(first: HandoffInputData) -> HandoffInputData:
-    data = nest_handoff_history(first)
+def nest_three_times(first: HandoffInputData, role: SummaryRole = 'assistant') -> HandoffInputData:
+    data = nest_handoff_history(first, summary_role=role)
     for hop, target in enumerate(('c', 'd'), 2):
         data = nest_handoff_history(
             HandoffInputData(
                 input_history=tuple(data.to_message_history()),
                 pre_handoff_items=(user(f'question {hop}'), assistant(f'answer {hop}')),
                 new_items=handoff_turn(target, f'call_{hop}'),
-            )
+            ),
+            summary_role=role,
         )
     return data
 

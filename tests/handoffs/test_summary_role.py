@@ -15,29 +15,14 @@ from pydantic_ai_harness.handoffs import (
     HandoffConfig,
     HandoffHistory,
     HandoffInputData,
-    SummaryRole,
     nest_handoff_history,
 )
 
 from ._helpers import Recorder, assistant, describe, user
 from .test_delegation import run_handoff
-from .test_nesting import handoff_turn, worked_example
+from .test_nesting import nest_three_times, worked_example
 
 pytestmark = pytest.mark.anyio
-
-
-def nest_three_times(role: SummaryRole) -> list[ModelMessage]:
-    data = nest_handoff_history(worked_example(), summary_role=role)
-    for hop, target in enumerate(('c', 'd'), 2):
-        data = nest_handoff_history(
-            HandoffInputData(
-                input_history=tuple(data.to_message_history()),
-                pre_handoff_items=(user(f'question {hop}'), assistant(f'answer {hop}')),
-                new_items=handoff_turn(target, f'call_{hop}'),
-            ),
-            summary_role=role,
-        )
-    return data.to_message_history()
 
 
 def as_assistant_summaries(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -73,8 +58,9 @@ async def test_a_user_summary_is_one_marked_user_prompt_with_the_same_text() -> 
 
 async def test_user_summaries_flatten_across_hops_exactly_like_assistant_ones() -> None:
     """Three hops with user-turn summaries give the assistant-turn history, summary for summary: never nested."""
-    as_user = nest_three_times('user')
-    assert describe(as_assistant_summaries(as_user)) == describe(nest_three_times('assistant'))
+    as_user = nest_three_times(worked_example(), 'user').to_message_history()
+    as_assistant = nest_three_times(worked_example()).to_message_history()
+    assert describe(as_assistant_summaries(as_user)) == describe(as_assistant)
     assert '\n'.join(describe(as_user)).count('<CONVERSATION HISTORY>') == 3
 
 
