@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
@@ -43,8 +43,11 @@ from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
 
-_OFF_LOOP_BYTES = 1_000_000
-"""Payloads larger than this get their preview built in a worker thread."""
+_T = TypeVar('_T')
+
+_OFF_LOOP_BYTES = 256 * 1024
+"""Payloads larger than this are cleaned, indented and previewed in a worker thread (outside durable workflow code),
+so one large return never holds up the other tasks of the event loop."""
 
 DEFAULT_THRESHOLD = 10_000
 """The default band's threshold, in characters."""
@@ -319,14 +322,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             envelope = cast('ToolReturn[Any]', result)
             value, content = envelope.return_value, envelope.content
 
-        new_value = await self._reduce_unit(
-            ctx, call, bands, render_value(value, strip_ansi=self.strip_ansi), value, 'return_value'
+        rendered_value = await _off_loop(
+            ctx, partial(render_value, value, strip_ansi=self.strip_ansi), large=self.strip_ansi and _large_text(value)
         )
+        new_value = await self._reduce_unit(ctx, call, bands, rendered_value, value, 'return_value')
         new_content = None
         if content is not None:
             rendered = render_content(content)
             if rendered.kind == 'text' and self.strip_ansi:
-                rendered = render_value(rendered.text, strip_ansi=True)
+                rendered = await _off_loop(
+                    ctx, partial(render_value, rendered.text, strip_ansi=True), large=_large_text(rendered.text)
+                )
             new_content = await self._reduce_unit(ctx, call, bands, rendered, content, 'content')
         if new_value is None and new_content is None:
             return envelope if envelope is not None else value
@@ -522,7 +528,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # The preview would hold all of it plus its header, so it cannot be smaller: store nothing, and hand
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
-        pageable, data = stored_form(rendered)
+        large = len(rendered.text) > _OFF_LOOP_BYTES
+        pageable, data = await _off_loop(ctx, partial(stored_form, rendered), large=large)
         handle, reason = await self._write(ctx, key, data, action.timeout)
         if handle is None:
             return None, reason
@@ -536,12 +543,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         )
         shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
         build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, data=data)
-        if len(data) > _OFF_LOOP_BYTES and not ctx.in_durable_context:
-            # A preview scans the whole payload (linear, ~10 ms per MB): keep other runs' tasks moving meanwhile.
-            # Workflow code under a durable engine must not start threads, so there it runs in place.
-            preview = await anyio.to_thread.run_sync(build)
-        else:
-            preview = build()
+        # A preview scans the whole payload (linear, a few ms per MB): keep other runs' tasks moving meanwhile.
+        preview = await _off_loop(ctx, build, large=len(data) > _OFF_LOOP_BYTES)
         return _Reduced(preview, 'spill', handle, len(data)), ''
 
     async def _summarize(
@@ -579,6 +582,20 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if outcome.summary is None:
             return None, outcome.reason
         return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
+
+
+def _large_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) > _OFF_LOOP_BYTES
+
+
+async def _off_loop(ctx: RunContext[Any], work: Callable[[], _T], *, large: bool) -> _T:
+    """Run a CPU-bound step in a worker thread when its input is large, in place otherwise.
+
+    Workflow code under a durable engine must not start threads, so there it always runs in place.
+    """
+    if large and not ctx.in_durable_context:
+        return await anyio.to_thread.run_sync(work)
+    return work()
 
 
 def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:

@@ -9,13 +9,16 @@ this module returns plain data.
 from __future__ import annotations
 
 import codecs
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from functools import partial
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio.lowlevel
+import anyio.to_thread
 
 from .stores._line_index import LineIndex, LineIndexBuilder, build_line_index, nth_newline
 from .stores._protocol import LineIndexedStore, OverflowStore, RangeReadableStore
@@ -30,6 +33,7 @@ __all__ = (
     'Payload',
     'grep_bytes',
     'grep_lines',
+    'grep_lines_backward',
     'hex_dump',
     'line_of_offset',
     'line_start',
@@ -49,14 +53,8 @@ WINDOW_BLOCK = 256 << 10
 LONG_LINE_SEARCH_LIMIT = SCAN_BLOCK
 """A line longer than this is searched in its first `LONG_LINE_SEARCH_LIMIT` bytes only (literal patterns)."""
 
-REGEX_SCAN_BLOCK = 256 * 1024
-"""Regexes scan smaller blocks: RE2 is linear, but a pathological pattern costs microseconds per byte, and the
-time budget is checked between blocks. A line longer than this is searched in its first block only."""
 
-
-def scan_block(matcher: Matcher) -> int:
-    """How many bytes one search covers for `matcher` (and so how far into a very long line it looks)."""
-    return SCAN_BLOCK if matcher.literal is not None else REGEX_SCAN_BLOCK
+_T = TypeVar('_T')
 
 
 class PatternError(ValueError):
@@ -93,6 +91,9 @@ class Matcher:
         options.log_errors = False
         # `never_nl` keeps every match inside one line; `(?m)` makes ^ and $ line anchors.
         options.never_nl = True
+        # Only the span of the whole match is used: tracking groups would run RE2's slow NFA (~1,000x on
+        # capture-heavy patterns such as `((.)*)` repeated).
+        options.never_capture = True
         try:
             compiled: Any = re2.compile(b'(?m)' + pattern.encode('utf-8', errors='surrogatepass'), options)  # pyright: ignore[reportUnknownMemberType]
         except Exception as exc:  # noqa: BLE001 - re2.error, and anything odd the binding raises
@@ -388,19 +389,198 @@ class GrepResult:
     """Matching lines (text) or matches (binary) counted in the scanned range."""
 
     complete: bool
-    """Whether the scan reached the end (`False` when it stopped at its time budget)."""
+    """Whether the scan covered its whole range (`False` when it stopped at its time budget or once full)."""
 
     stopped_at_line: int
-    """0-based line where scanning stopped (the payload's line count when complete)."""
+    """0-based line where scanning stopped: the next line to scan forward, or for a backward scan the first line
+    it scanned (the payload's line count, or 0 backward, when complete)."""
 
     stopped_at_byte: int
     """Byte offset where scanning stopped."""
 
     long_lines: int = 0
-    """Lines longer than `LONG_LINE_SEARCH_LIMIT`, searched in their first part only."""
+    """Lines longer than the search limit, searched in their first part only."""
+
+    out_of_time: bool = False
+    """The scan stopped because its time budget ran out (not because it was full)."""
+
+    searched_bytes_of_long_lines: int = 0
+    """How far into each long line the search looked (the smallest such limit, in bytes)."""
 
 
-async def grep_lines(  # noqa: C901 - one streaming loop; its invariants read best in one place
+class Pacer:
+    """Sizes each regex search so one call into RE2 stays short whatever the pattern costs per byte.
+
+    RE2 is linear, but a pathological pattern costs up to ~20 us per byte (a DFA that keeps running out of
+    memory falls back to its NFA), so a 4 MiB block could take over a minute in one call. The pacer measures
+    the cost per byte of the searches so far and cuts the next window so it takes about `SLICE_SECONDS`.
+    """
+
+    def __init__(self) -> None:
+        self.seconds_per_byte = 0.0
+
+    def window(self) -> int:
+        """Bytes the next search may cover."""
+        if self.seconds_per_byte <= 0:
+            return PROBE_BYTES
+        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, int(SLICE_SECONDS / self.seconds_per_byte)))
+
+    def line_limit(self) -> int:
+        """How far into one line a regex search may look: all of it (up to a block) unless that would take long."""
+        if self.seconds_per_byte <= 0:
+            return PROBE_BYTES
+        affordable = int(LONG_LINE_SECONDS / self.seconds_per_byte)
+        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, affordable))
+
+    def observe(self, seconds: float, scanned: int) -> None:
+        """Fold in one search's cost; a small sample only ever raises the estimate."""
+        if scanned >= 1024:
+            rate = seconds / scanned
+            self.seconds_per_byte = max(rate, self.seconds_per_byte * 0.5)
+        elif seconds > 0.001:
+            self.seconds_per_byte = max(self.seconds_per_byte, seconds / 1024)
+
+    def calibrate(self, matcher: Matcher, sample: bytes) -> None:
+        """Measure the pattern on (at most `PROBE_BYTES` of) the payload before the scan relies on the rate."""
+        if matcher.literal is not None or self.seconds_per_byte > 0:
+            return
+        end = min(len(sample), PROBE_BYTES)
+        started = time.perf_counter()
+        matcher.search(sample, 0, end)
+        elapsed = time.perf_counter() - started
+        self.seconds_per_byte = max(elapsed / max(end, 1024), 1e-10)
+
+
+PROBE_BYTES = 8 << 10
+"""The first regex search of a scan covers this much, to measure what the pattern costs."""
+
+MIN_SLICE_BYTES = 4 << 10
+"""The smallest window a regex search is given (so even a pathological pattern makes progress)."""
+
+SLICE_SECONDS = 0.02
+"""About how long one regex search over several lines may take."""
+
+LONG_LINE_SECONDS = 0.1
+"""About how long the search of one long line may take; further into it is not searched (and the answer says so)."""
+
+
+@dataclass
+class _BlockScan:
+    """What scanning one block found; offsets are relative to the block."""
+
+    hits: list[tuple[int, int, int, int]]
+    """`(newlines before the line in the block, line start, match start, match end)` per recorded hit."""
+
+    total: int
+    """Matching lines counted."""
+
+    resume: int
+    """Where the next scan starts: the end of the searched range when it finished, else a line start."""
+
+    finished: bool
+    """The whole range was searched."""
+
+    out_of_time: bool
+    """It stopped at the deadline."""
+
+    long_lines: int = 0
+    """Lines searched in part only."""
+
+    long_line_limit: int = 0
+    """The smallest part searched of such a line."""
+
+
+def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one place
+    block: bytes,
+    begin: int,
+    search_end: int,
+    matcher: Matcher,
+    pacer: Pacer | None,
+    *,
+    room: int,
+    keep_last: bool,
+    stop_when_full: bool,
+    deadline: float,
+) -> _BlockScan:
+    """Scan the whole lines in `block[begin:search_end]` for `matcher`; runs in a worker thread.
+
+    Records up to `room` hits (the last `room` with `keep_last`, else the first, and with `stop_when_full`
+    stops once they are recorded), counts every matching line, and checks `deadline` (a `time.monotonic()`
+    value) before every regex search and every 1,024 literal matches.
+    """
+    hits: deque[tuple[int, int, int, int]] = deque(maxlen=room) if keep_last else deque()
+    total = 0
+    newlines = 0
+    counted_to = begin
+    cursor = begin
+    checks = 0
+    long_lines = 0
+    long_limit = 0
+    while cursor <= search_end:
+        cut = False
+        if pacer is None:
+            window_end = search_end
+        else:
+            if time.monotonic() > deadline:
+                return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+            window_end = min(search_end, cursor + pacer.window())
+            if window_end < search_end:
+                newline = block.rfind(b'\n', cursor, window_end + 1)
+                if newline >= cursor:
+                    window_end = newline
+                else:
+                    # The line at `cursor` is longer than the window: search it whole when that is affordable.
+                    line_end = block.find(b'\n', cursor, search_end)
+                    line_end = search_end if line_end == -1 else line_end
+                    limit = pacer.line_limit()
+                    if line_end - cursor > limit:
+                        window_end, cut = cursor + limit, True
+                        long_lines += 1
+                        long_limit = limit if not long_limit else min(long_limit, limit)
+                    else:
+                        window_end = line_end
+        started = time.perf_counter()
+        found, found_end = matcher.search(block, cursor, window_end)
+        if pacer is not None:
+            pacer.observe(time.perf_counter() - started, (found_end if found != -1 else window_end) - cursor)
+        if found != -1 and cut and found_end == window_end:
+            found = -1  # a match touching the cut may only look like one (`$`, or a longer match cut short)
+        if found == -1:
+            if window_end >= search_end:
+                break
+            # Nothing in this window: go on after it (past the cut line's newline when the window was cut).
+            if cut:
+                next_line = block.find(b'\n', window_end, search_end)
+                if next_line == -1:
+                    break
+                cursor = next_line + 1
+            else:
+                cursor = window_end + 1
+            continue
+        line_begin = max(block.rfind(b'\n', begin, found) + 1, begin)
+        total += 1
+        if keep_last or len(hits) < room:
+            newlines += block.count(b'\n', counted_to, line_begin)
+            counted_to = line_begin
+            hits.append((newlines, line_begin, found, found_end))
+        newline = block.find(b'\n', found, search_end)
+        if stop_when_full and len(hits) >= room:
+            resume = search_end if newline == -1 else newline + 1
+            return _BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
+        if newline == -1:
+            break
+        cursor = newline + 1
+        checks += 1
+        if pacer is None and checks % 1024 == 0 and time.monotonic() > deadline:
+            return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+    return _BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
+
+
+async def _in_worker(function: Callable[[], _T]) -> _T:
+    return await anyio.to_thread.run_sync(function)
+
+
+async def grep_lines(
     payload: Payload,
     matcher: Matcher,
     *,
@@ -415,6 +595,8 @@ async def grep_lines(  # noqa: C901 - one streaming loop; its invariants read be
 
     Counts every matching line, records the first `max_hits` (or the last, with `keep_last`), and stops
     early at `deadline` (a `time.monotonic()` value), or once `max_hits` are recorded with `stop_when_full`.
+    The searching runs in a worker thread (RE2 and `bytes.find` release the GIL), regex searches are paced
+    so that none runs long, and the deadline is checked inside a block, not only between blocks.
     """
     index = payload.index
     size = payload.size
@@ -423,105 +605,242 @@ async def grep_lines(  # noqa: C901 - one streaming loop; its invariants read be
     position = await line_start(payload, first_line)
     hits: deque[Hit] = deque(maxlen=max_hits) if keep_last else deque()
     total = 0
-    long_lines = 0
-    block_size = scan_block(matcher)
+    long = _LongLines()
+    pacer = Pacer() if matcher.literal is None else None
+
+    async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
+        line = await line_of_offset(payload, byte)
+        return GrepResult(list(hits), total, False, line, byte, long.count, out_of_time, long.limit)
+
     while position < limit_byte:
         if time.monotonic() > deadline:
-            stopped = await line_of_offset(payload, position)
-            return GrepResult(list(hits), total, False, stopped, position, long_lines)
-        block = await payload.read_range(position, min(limit_byte, position + block_size))
+            return await stop(position, out_of_time=True)
+        block = await payload.read_range(position, min(limit_byte, position + SCAN_BLOCK))
         if not block:
             break
+        if pacer is not None and pacer.seconds_per_byte <= 0:
+            await _in_worker(partial(pacer.calibrate, matcher, block))
         at_end = position + len(block) >= limit_byte
         if at_end:
             search_end = len(block) - (1 if block.endswith(b'\n') else 0)
-            consumed = len(block)
         else:
-            last_newline = block.rfind(b'\n')
-            if last_newline == -1:
+            search_end = block.rfind(b'\n')
+            if search_end == -1:
                 # One line longer than a block: search its head, then jump past it with the index.
-                long_lines += 1
                 line_number = await line_of_offset(payload, position)
-                found, found_end = matcher.search(block, 0, len(block))
-                if matcher.literal is None and found_end == len(block):
-                    # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
-                    found = -1
                 begin = position
+                found, found_end = await _search_long_line(block, matcher, pacer, long)
                 position = await line_start(payload, line_number + 1)
                 if found != -1:
                     total += 1
                     if keep_last or len(hits) < max_hits:
                         hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
-                    if stop_when_full and len(hits) >= max_hits:
-                        return GrepResult(list(hits), total, False, line_number + 1, position, long_lines)
+                    if stop_when_full and len(hits) >= max_hits and position < limit_byte:
+                        return await stop(position, out_of_time=False)
                 continue
-            search_end = last_newline
-            consumed = last_newline + 1
-        block_line: int | None = None
-        counted_to = 0
-        cursor = 0
-        checks = 0
-        while cursor <= search_end:
-            found, found_end = matcher.search(block, cursor, search_end)
-            if found == -1:
-                break
-            line_begin = max(block.rfind(b'\n', cursor, found) + 1, cursor)
-            total += 1
-            if keep_last or len(hits) < max_hits:
-                if block_line is None:
-                    block_line = await line_of_offset(payload, position)
-                block_line += block.count(b'\n', counted_to, line_begin)
-                counted_to = line_begin
-                hits.append(Hit(block_line + 1, position + line_begin, position + found, position + found_end))
-            newline = block.find(b'\n', found, search_end)
-            if stop_when_full and len(hits) >= max_hits:
-                stopped_byte = position + (consumed if newline == -1 else newline + 1)
-                return GrepResult(list(hits), total, False, hits[-1].line, stopped_byte, long_lines)
-            if newline == -1:
-                break
-            cursor = newline + 1
-            checks += 1
-            if checks % 4096 == 0 and time.monotonic() > deadline:
-                stopped_byte = position + cursor
-                stopped = await line_of_offset(payload, stopped_byte)
-                return GrepResult(list(hits), total, False, stopped, stopped_byte, long_lines)
+        room = max_hits if keep_last else max_hits - len(hits)
+        scan = await _in_worker(
+            partial(
+                _scan_block,
+                block,
+                0,
+                search_end,
+                matcher,
+                pacer,
+                room=room,
+                keep_last=keep_last,
+                stop_when_full=stop_when_full,
+                deadline=deadline,
+            )
+        )
+        if scan.hits:
+            first_number = await line_of_offset(payload, position)
+            hits.extend(
+                Hit(first_number + newlines + 1, position + line_begin, position + found, position + found_end)
+                for newlines, line_begin, found, found_end in scan.hits
+            )
+        total += scan.total
+        long.add(scan.long_lines, scan.long_line_limit)
+        consumed = len(block) if at_end else search_end + 1
+        if not scan.finished:
+            return await stop(position + scan.resume, out_of_time=scan.out_of_time)
+        if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:
+            return await stop(position + consumed, out_of_time=False)
         position += consumed
-        await anyio.lowlevel.checkpoint()
-    return GrepResult(list(hits), total, True, last_line, limit_byte, long_lines)
+    return GrepResult(list(hits), total, True, last_line, limit_byte, long.count, False, long.limit)
 
 
-async def grep_bytes(payload: Payload, matcher: Matcher, *, max_hits: int, deadline: float) -> GrepResult:
-    """Scan a binary payload for `matcher`; hits are byte offsets (overlapping blocks catch matches on edges)."""
+BACKWARD_BLOCK = 1 << 20
+"""Bytes read per step while scanning backward (a block cut short by the deadline is scanned again later)."""
+
+
+async def grep_lines_backward(
+    payload: Payload, matcher: Matcher, *, end_line: int, max_hits: int, deadline: float
+) -> GrepResult:
+    """The last `max_hits` lines matching `matcher` before line `end_line` (0-based, exclusive).
+
+    Scans backward from `end_line` one block at a time, so the matches nearest the end come first whatever the
+    payload size. The first block is always scanned whole, so every call makes progress; a later block the
+    deadline cuts short is left for the next call. `stopped_at_line` is the first line scanned.
+    """
+    index = payload.index
+    last_line = min(max(end_line, 0), index.line_count)
+    position = index.size if last_line >= index.line_count else await line_start(payload, last_line)
+    found: list[Hit] = []
+    total = 0
+    long = _LongLines()
+    pacer = Pacer() if matcher.literal is None else None
+    first = True
+    while position > 0 and len(found) < max_hits:
+        if not first and time.monotonic() > deadline:
+            line = await line_of_offset(payload, position)
+            return GrepResult(found, total, False, line, position, long.count, True, long.limit)
+        low = max(0, position - BACKWARD_BLOCK)
+        block = await payload.read_range(low, position)
+        if not block:
+            break
+        if pacer is not None and pacer.seconds_per_byte <= 0:
+            await _in_worker(partial(pacer.calibrate, matcher, block))
+        search_end = len(block) - 1 if block.endswith(b'\n') else len(block)
+        begin = 0
+        if low > 0:
+            newline = block.find(b'\n')
+            begin = newline + 1
+            if newline == -1 or begin > search_end:
+                # The block is the tail of one line longer than it: search that line's head.
+                line_number = await line_of_offset(payload, position - 1)
+                line_begin = await line_start(payload, line_number)
+                head = await payload.read_range(line_begin, min(position, line_begin + SCAN_BLOCK))
+                head = head[: len(head) - 1] if line_begin + len(head) == position and head.endswith(b'\n') else head
+                hit_at, hit_end = await _search_long_line(head, matcher, pacer, long)
+                if hit_at != -1:
+                    total += 1
+                    found.insert(0, Hit(line_number + 1, line_begin, line_begin + hit_at, line_begin + hit_end))
+                position = line_begin
+                first = False
+                continue
+        scan = await _in_worker(
+            partial(
+                _scan_block,
+                block,
+                begin,
+                search_end,
+                matcher,
+                pacer,
+                room=max_hits - len(found),
+                keep_last=True,
+                stop_when_full=False,
+                deadline=math.inf if first else deadline,
+            )
+        )
+        if not scan.finished:  # cut short by the deadline: its matches would not be the last ones of the block
+            line = await line_of_offset(payload, position)
+            return GrepResult(found, total, False, line, position, long.count, True, long.limit)
+        first_number = await line_of_offset(payload, low + begin)
+        earlier = [
+            Hit(first_number + newlines + 1, low + line_begin, low + hit_at, low + hit_end)
+            for newlines, line_begin, hit_at, hit_end in scan.hits
+        ]
+        found = [*earlier, *found][-max_hits:]
+        total += scan.total
+        long.add(scan.long_lines, scan.long_line_limit)
+        position = low + begin
+        first = False
+    line = await line_of_offset(payload, position) if position > 0 else 0
+    return GrepResult(found, total, position == 0, line, position, long.count, False, long.limit)
+
+
+@dataclass
+class _LongLines:
+    """Lines searched in part only, and the smallest part searched."""
+
+    count: int = 0
+    limit: int = 0
+
+    def add(self, count: int, limit: int) -> None:
+        self.count += count
+        if limit:
+            self.limit = limit if not self.limit else min(self.limit, limit)
+
+
+async def _search_long_line(head: bytes, matcher: Matcher, pacer: Pacer | None, long: _LongLines) -> tuple[int, int]:
+    """Search the start of a line too long to search whole (`head` is as much of it as was read)."""
+    limit = len(head) if pacer is None else min(len(head), pacer.line_limit())
+    long.add(1, limit)
+    found, found_end = await _in_worker(partial(matcher.search, head, 0, limit))
+    if matcher.literal is None and found_end == limit:
+        # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
+        return -1, -1
+    return found, found_end
+
+
+async def grep_bytes(
+    payload: Payload, matcher: Matcher, *, max_hits: int, deadline: float, start: int = 0
+) -> GrepResult:
+    """Scan a binary payload for `matcher`; hits are byte offsets (overlapping windows catch matches on edges).
+
+    Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
+    """
     size = payload.size
     overlap = len(matcher.literal) - 1 if matcher.literal is not None else 4096
     hits: list[Hit] = []
     total = 0
-    position = 0
+    position = max(0, start)
+    pacer = Pacer() if matcher.literal is None else None
     while position < size:
         if time.monotonic() > deadline:
-            return GrepResult(hits, total, False, 0, position)
+            return GrepResult(hits, total, False, 0, position, out_of_time=True)
         block = await payload.read_range(position, position + SCAN_BLOCK + overlap)
         if not block:
             break
+        if pacer is not None and pacer.seconds_per_byte <= 0:
+            await _in_worker(partial(pacer.calibrate, matcher, block))
         # Matches starting in the overlap belong to the next block (unless this is the last one).
         last = position + len(block) >= size
         owned = len(block) if last else SCAN_BLOCK
-        cursor = 0
-        while cursor < owned:
-            found, found_end = matcher.search(block, cursor, len(block))
-            if found == -1 or found >= owned:
-                break
-            total += 1
-            if len(hits) < max_hits:
-                hits.append(Hit(0, position + found, position + found, position + found_end))
-            cursor = max(found_end, found + 1)
-            if total % 4096 == 0 and time.monotonic() > deadline:
-                return GrepResult(hits, total, False, 0, position + cursor)
+        scan = await _in_worker(
+            partial(
+                _scan_binary_block, block, owned, overlap, matcher, pacer, room=max_hits - len(hits), deadline=deadline
+            )
+        )
+        hits.extend(Hit(0, position + start, position + start, position + end) for _, _, start, end in scan.hits)
+        total += scan.total
+        if not scan.finished:
+            return GrepResult(hits, total, False, 0, position + scan.resume, out_of_time=True)
         if last:
             break
         position += SCAN_BLOCK
-        await anyio.lowlevel.checkpoint()
     return GrepResult(hits, total, True, 0, size)
+
+
+def _scan_binary_block(
+    block: bytes, owned: int, overlap: int, matcher: Matcher, pacer: Pacer | None, *, room: int, deadline: float
+) -> _BlockScan:
+    """Every match starting in `block[:owned]`, searched in paced windows that overlap by `overlap` bytes."""
+    hits: list[tuple[int, int, int, int]] = []
+    total = 0
+    cursor = 0
+    while cursor < owned:
+        if time.monotonic() > deadline:
+            return _BlockScan(hits, total, cursor, False, True)
+        window_start = cursor
+        window_end = len(block) if pacer is None else min(len(block), cursor + pacer.window() + overlap)
+        started = time.perf_counter()
+        found, found_end = matcher.search(block, cursor, window_end)
+        if pacer is not None:
+            pacer.observe(time.perf_counter() - started, (found_end if found != -1 else window_end) - cursor)
+        if found == -1 or found >= owned:
+            if window_end >= len(block) or found >= owned:
+                break
+            cursor = max(window_end - overlap, window_start + 1)  # the next window re-reads the overlap
+            continue
+        total += 1
+        if len(hits) < room:
+            hits.append((0, found, found, found_end))
+        cursor = max(found_end, found + 1)
+        if total % 4096 == 0 and time.monotonic() > deadline:
+            return _BlockScan(hits, total, cursor, False, True)
+    return _BlockScan(hits, total, owned, True, False)
 
 
 def hex_dump(data: bytes, base: int) -> list[str]:

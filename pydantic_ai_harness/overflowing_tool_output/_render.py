@@ -59,13 +59,21 @@ class Rendered:
 
 # ECMA-48: CSI (with parameter and intermediate bytes), the string controls (OSC, DCS, SOS, PM, APC)
 # ended by BEL or ST, nF escapes such as charset designators (`ESC ( B`), and single-char escapes.
-_ANSI_SEQUENCE = re.compile(
-    r'(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]'
-    r'|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)'
-    r'|\x1b[ -/]+[0-~]'
-    r'|\x1b[0-~]'
-)
+# A regex alternation over these is quadratic on attacker text (every unterminated string control scans to the
+# end), so `strip_ansi_codes` walks the introducers itself and looks each terminator up at most once.
 _ANSI_START = re.compile(r'[\x1b\x90\x98\x9b\x9d\x9e\x9f]')
+_C1_STRING_STARTS = frozenset('\x90\x98\x9d\x9e\x9f')
+"""DCS, SOS, OSC, PM, APC as single C1 characters."""
+_ESC_STRING_FINALS = frozenset(']PX^_')
+"""The same string controls written `ESC <final>`."""
+_STRING_STOP = re.compile(r'[\x07\x1b\x9c]')
+"""What ends a string control's body: BEL, ESC (of `ESC \\`) or ST."""
+_CSI_TAIL = re.compile(r'[0-?]*[ -/]*[@-~]')
+_NF_TAIL = re.compile(r'[ -/]+[0-~]')
+_NEXT_CSI = re.compile(r'\x9b')
+_STRING_START = re.compile(r'[\x90\x98\x9d\x9e\x9f]|\x1b[\]PX^_]')
+_WITHOUT_STRINGS = re.compile(r'(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b[ -/]+[0-~]|\x1b[0-~]')
+"""Every other sequence: disjoint character classes, so one regex pass stays linear."""
 
 
 def has_ansi_codes(text: str) -> bool:
@@ -74,10 +82,76 @@ def has_ansi_codes(text: str) -> bool:
 
 
 def strip_ansi_codes(text: str) -> str:
-    """Remove every ECMA-48 escape sequence (colours, cursor moves, hyperlinks, titles) from `text`."""
-    if not has_ansi_codes(text):
+    """Remove every ECMA-48 escape sequence (colours, cursor moves, hyperlinks, titles) from `text`.
+
+    Linear in `len(text)` whatever it holds: each character is examined a bounded number of times.
+    """
+    start = _ANSI_START.search(text)
+    if start is None:
         return text
-    return _ANSI_SEQUENCE.sub('', text)
+    if _STRING_START.search(text, start.start()) is None:
+        return _WITHOUT_STRINGS.sub('', text)  # colours and cursor moves only: the common case, at C speed
+    kept: list[str] = []
+    kept_from = 0
+    stops = _StringStops(text)
+    position = start.start()
+    while True:
+        end, skip_to = _sequence_at(text, position, stops)
+        if end != -1:
+            kept.append(text[kept_from:position])
+            kept_from = skip_to = end
+        found = _ANSI_START.search(text, skip_to)
+        if found is None:
+            break
+        position = found.start()
+    kept.append(text[kept_from:])
+    return ''.join(kept)
+
+
+class _StringStops:
+    """Where the body of a string control stops, looked up once per stretch of text (so the walk stays linear)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.stop_at = -1
+
+    def after(self, body: int) -> int:
+        """The first BEL, ESC or ST at or after `body` (`len(text)` when there is none)."""
+        if self.stop_at < body:
+            found = _STRING_STOP.search(self.text, body)
+            self.stop_at = found.start() if found is not None else len(self.text)
+        return self.stop_at
+
+
+def _sequence_at(text: str, position: int, stops: _StringStops) -> tuple[int, int]:
+    """`(end, next)`: one past the sequence starting at `position` (-1 if none does), and where to look on."""
+    char = text[position]
+    nxt = text[position + 1 : position + 2]
+    if char == '\x9b' or (char == '\x1b' and nxt == '['):
+        tail = _CSI_TAIL.match(text, position + (1 if char == '\x9b' else 2))
+        if tail is not None:
+            return tail.end(), tail.end()
+        # `ESC [` alone is a two-character escape; a lone CSI character is kept.
+        return (position + 2 if char == '\x1b' else -1), position + 1
+    if char in _C1_STRING_STARTS or (char == '\x1b' and nxt and nxt in _ESC_STRING_FINALS):
+        stop_at = stops.after(position + (1 if char != '\x1b' else 2))
+        terminator = text[stop_at : stop_at + 2]
+        if terminator[:1] in ('\x07', '\x9c') and terminator:
+            return stop_at + 1, stop_at + 1
+        if terminator == '\x1b\\':
+            return stop_at + 2, stop_at + 2
+        if char == '\x1b':
+            return position + 2, position + 2  # an unterminated `ESC ]` is stripped as a two-character escape
+        # Unterminated: so is every C1 string control before `stop_at`; only a CSI can start before it.
+        csi = _NEXT_CSI.search(text, position + 1, stop_at)
+        return -1, csi.start() if csi is not None else stop_at
+    if char == '\x1b':
+        tail = _NF_TAIL.match(text, position + 1)
+        if tail is not None:
+            return tail.end(), tail.end()
+        if nxt and '0' <= nxt <= '~':
+            return position + 2, position + 2
+    return -1, position + 1
 
 
 def estimate_tokens(text: str) -> int:

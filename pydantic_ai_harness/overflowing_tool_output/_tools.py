@@ -16,8 +16,6 @@ import anyio
 from pydantic_ai import FunctionToolset, ModelRetry
 
 from ._query import (
-    LONG_LINE_SEARCH_LIMIT,
-    REGEX_SCAN_BLOCK,
     GrepResult,
     Hit,
     Line,
@@ -26,6 +24,7 @@ from ._query import (
     Payload,
     grep_bytes,
     grep_lines,
+    grep_lines_backward,
     hex_dump,
     line_of_offset,
     open_payload,
@@ -120,6 +119,8 @@ Args:
     max_matches: How many matching lines to show (default 20, at most {max_matches}); the total is always reported.
     is_regex: Treat pattern as a regular expression (RE2 syntax: Python re without lookaround or
         backreferences). Use '(?i)error' for a case-insensitive search, 'error|fail' for alternatives.
+    offset: Lines to skip before searching (0 = from the start); the footer gives the value that continues
+        a search past the matches shown, or past where it stopped.
 """
 
 
@@ -248,8 +249,9 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         context_lines: int = 2,
         max_matches: int = 20,
         is_regex: bool = False,
+        offset: int = 0,
     ) -> str:
-        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex, offset)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
@@ -314,7 +316,10 @@ async def _grep_tool_result(
     context_lines: int = 2,
     max_matches: int = 20,
     is_regex: bool = False,
+    offset: int = 0,
 ) -> str:
+    if offset < 0:
+        raise ModelRetry(f'offset must be 0 or more (it counts lines to skip before searching), got {offset}.')
     if not pattern:
         raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
     _check_pattern(pattern, caps)
@@ -343,11 +348,20 @@ async def _grep_tool_result(
         if payload.size == 0:
             return f'The stored result {_show(payload.handle)} is empty (0 bytes): nothing to search.'
         deadline = time.monotonic() + caps.time_budget
+        search = _GrepCall(payload.handle, pattern, is_regex, context_lines, max_matches)
         if payload.index.is_binary:
-            result = await grep_bytes(payload, matcher, max_hits=max_matches, deadline=deadline)
-            return await _render_binary_grep(payload, pattern, result, notes)
-        result = await grep_lines(payload, matcher, max_hits=max_matches, deadline=deadline)
-        return await _render_grep(payload, pattern, is_regex, result, context_lines, notes, caps)
+            if offset >= payload.size:
+                return f'offset={offset} is past the end: the binary stored result {_show(payload.handle)} has {payload.size} bytes.'
+            result = await grep_bytes(payload, matcher, max_hits=max_matches, deadline=deadline, start=offset)
+            return await _render_binary_grep(payload, search, result, notes, offset)
+        total_lines = payload.index.line_count
+        if offset >= total_lines:
+            return (
+                f'offset={offset} is past the end: the stored result {_show(payload.handle)} has {total_lines} lines, '
+                'so there is nothing more to search.'
+            )
+        result = await grep_lines(payload, matcher, first_line=offset, max_hits=max_matches, deadline=deadline)
+        return await _render_grep(payload, search, result, notes, caps, offset)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return _storage_error(payload.handle, exc)
 
@@ -446,30 +460,31 @@ async def _read_matching(
     deadline = time.monotonic() + caps.time_budget
     if from_end:
         end_line = total - offset
-        result = await grep_lines(
-            payload, matcher, end_line=end_line, max_hits=limit, keep_last=True, deadline=deadline
-        )
-        scanned = f'lines 1-{result.stopped_at_line}'
+        result = await grep_lines_backward(payload, matcher, end_line=end_line, max_hits=limit, deadline=deadline)
+        scanned = f'lines {result.stopped_at_line + 1}-{end_line}'
     else:
         result = await grep_lines(
             payload, matcher, first_line=offset, max_hits=limit, stop_when_full=True, deadline=deadline
         )
         scanned = f'lines {offset + 1}-{result.stopped_at_line}'
     described = f'containing {_show(pattern)} (literal, case-sensitive)'
-    if result.long_lines:
-        limit_text = f'{LONG_LINE_SEARCH_LIMIT // 1024:,} KiB'
-        notes.append(
-            f'{result.long_lines} lines longer than {limit_text} were searched in their first {limit_text} only'
-        )
+    in_part = _searched_in_part(result)
+    if in_part:
+        notes.append(in_part.removesuffix('.'))
     if not result.hits:
         text = f'No line {described} in {scanned} of the stored result {_show(handle)} ({total} lines).'
         if notes:
             text += f' [{"; ".join(notes)}]'
         if result.complete:
             text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
+        elif from_end:
+            more = _call(
+                handle, offset=total - result.stopped_at_line, from_end=True, pattern=pattern, **_same_limit(limit)
+            )
+            text += f' The scan used its time budget. Continue further back: {more}.'
         else:
             more = _call(handle, offset=result.stopped_at_line, pattern=pattern, **_same_limit(limit))
-            text += f' The scan stopped early to answer quickly. Continue: {more}.'
+            text += f' The scan used its time budget. Continue: {more}.'
         return text
     hits = result.hits
     # Only as many lines as can fit are rendered (the tail of them when reading from the end).
@@ -492,15 +507,20 @@ async def _read_matching(
     header += f' [{"; ".join(notes)}]:' if notes else ':'
     footer: str
     if from_end:
-        earlier = lines[0].number - 1
+        # Earlier matches may sit just before the first line shown when some were left out; otherwise everything
+        # from where the scan reached back to is shown.
+        full = len(lines) < len(result.hits) or len(result.hits) >= limit
+        earlier = lines[0].number - 1 if full else result.stopped_at_line
         footer = (
             f'Earlier matches, if any: '
             f'{_call(handle, offset=total - earlier, from_end=True, pattern=pattern, **_same_limit(limit))}.'
             if earlier
             else 'This reaches the start of the result.'
         )
-        if not result.complete:
-            footer = f'The scan stopped early at line {result.stopped_at_line} to answer quickly. ' + footer
+        if result.out_of_time:
+            footer = (
+                f'The scan used its time budget after reaching back to line {result.stopped_at_line + 1}. ' + footer
+            )
     elif len(lines) < len(result.hits) or not result.complete:  # More hits than shown, or the scan was cut short.
         next_offset = lines[-1].number if len(lines) < len(result.hits) else result.stopped_at_line
         footer = (
@@ -603,41 +623,73 @@ async def _read_hex(payload: Payload, offset: int, limit: int, from_end: bool, u
     return '\n'.join([header, *hex_dump(data, start), f'({" ".join(footer)})'])
 
 
+@dataclass(frozen=True)
+class _GrepCall:
+    """The arguments of one `grep_tool_result` call, to write the call that continues it."""
+
+    handle: str
+    pattern: str
+    is_regex: bool
+    context_lines: int
+    max_matches: int
+
+    def again(self, offset: int) -> str:
+        """The same search, skipping the first `offset` lines (bytes, for a binary result)."""
+        arguments: dict[str, object] = {'pattern': self.pattern}
+        if self.is_regex:
+            arguments['is_regex'] = True
+        if self.context_lines != 2:
+            arguments['context_lines'] = self.context_lines
+        if self.max_matches != 20:
+            arguments['max_matches'] = self.max_matches
+        arguments['offset'] = offset
+        rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
+        return f'grep_tool_result(handle={self.handle!r}, {rendered})'
+
+
+def _searched_in_part(result: GrepResult) -> str | None:
+    if not result.long_lines:
+        return None
+    limit = _kib(result.searched_bytes_of_long_lines)
+    return f'{_count(result.long_lines, "line")} longer than {limit} were searched in their first {limit} only.'
+
+
+def _kib(nbytes: int) -> str:
+    return f'{nbytes // 1024:,} KiB' if nbytes >= 1024 else f'{nbytes} bytes'
+
+
 async def _render_grep(
     payload: Payload,
-    pattern: str,
-    is_regex: bool,
+    search: _GrepCall,
     result: GrepResult,
-    context_lines: int,
     notes: list[str],
     caps: QueryLimits,
+    offset: int,
 ) -> str:
     handle = payload.handle
+    pattern = search.pattern
+    context_lines = search.context_lines
     total_lines = payload.index.line_count
-    kind = 'regex' if is_regex else 'literal, case-sensitive'
+    kind = 'regex' if search.is_regex else 'literal, case-sensitive'
+    scope_lines = f'lines {offset + 1}-{total_lines} of {total_lines}' if offset else f'{total_lines} lines'
     extra: list[str] = []
-    if result.long_lines:
-        limit = f'{(REGEX_SCAN_BLOCK if is_regex else LONG_LINE_SEARCH_LIMIT) // 1024:,} KiB'
-        extra.append(f'{result.long_lines} lines longer than {limit} were searched in their first {limit} only.')
+    in_part = _searched_in_part(result)
+    if in_part:
+        extra.append(in_part)
     if not result.complete:
         extra.append(
-            f'The search stopped at line {result.stopped_at_line} of {total_lines} to answer quickly, so there are '
-            f'at least {result.total} matching lines.'
-            + (
-                f' Continue with {_call(handle, offset=result.stopped_at_line, pattern=pattern)}.'
-                if not is_regex
-                else ''
-            )
+            f'The search used its time budget and stopped at line {result.stopped_at_line} of {total_lines}, so '
+            f'there are at least {result.total} matching lines. Continue: {search.again(result.stopped_at_line)}.'
         )
     if not result.hits:
-        text = f'No matches for {_show(pattern)} ({kind}) in the stored result {_show(handle)} ({total_lines} lines).'
-        if not is_regex:
+        text = f'No matches for {_show(pattern)} ({kind}) in the stored result {_show(handle)} ({scope_lines}).'
+        if not search.is_regex and result.complete:
             text += " For a case-insensitive or pattern search use is_regex=True, e.g. pattern='(?i)error'."
         return ' '.join([text, *extra])
     # Merge the context windows of nearby matches into groups of consecutive lines.
     groups: list[tuple[int, int, list[Hit]]] = []
     for hit in result.hits:
-        low, high = max(1, hit.line - context_lines), min(total_lines, hit.line + context_lines)
+        low, high = max(offset + 1, hit.line - context_lines), min(total_lines, hit.line + context_lines)
         if groups and low <= groups[-1][1] + 1:
             groups[-1] = (groups[-1][0], max(groups[-1][1], high), [*groups[-1][2], hit])
         else:
@@ -683,8 +735,9 @@ async def _render_grep(
             break
     scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
-        f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) in the stored result {_show(handle)} '
-        f'({total_lines} lines). Showing {scope} with {_count(context_lines, "line")} of context; ">" marks matching lines. '
+        f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) '
+        f'in the stored result {_show(handle)} ({scope_lines}). Showing {scope} with '
+        f'{_count(context_lines, "line")} of context; ">" marks matching lines. '
         f'To read on from a match: {_call(handle, offset="<offset shown>")}.'
     ).replace("offset='<offset shown>'", 'offset=<offset shown>')
     if notes:
@@ -692,25 +745,29 @@ async def _render_grep(
     footer: list[str] = []
     hidden = result.total - shown_hits
     if hidden > 0:
-        hint = (
-            f'or page through them: {_call(handle, offset=result.hits[shown_hits - 1].line, pattern=pattern)}'
-            if not is_regex
-            else 'or narrow the pattern'
-        )
+        more = f'raise max_matches (up to {caps.max_matches}), or ' if search.max_matches < caps.max_matches else ''
         footer.append(
-            f'{_count(hidden, "more matching line")} not shown: raise max_matches (up to {caps.max_matches}), {hint}.'
+            f'{_count(hidden, "more matching line")} not shown: {more}'
+            f'continue after the last one shown: {search.again(result.hits[shown_hits - 1].line)}.'
         )
     footer.extend(extra)
     tail = [f'({" ".join(footer)})'] if footer else []
     return '\n'.join([header, *body, *tail])
 
 
-async def _render_binary_grep(payload: Payload, pattern: str, result: GrepResult, notes: list[str]) -> str:
+async def _render_binary_grep(
+    payload: Payload, search: _GrepCall, result: GrepResult, notes: list[str], offset: int
+) -> str:
     handle = payload.handle
+    pattern = search.pattern
+    where = f' from byte {offset}' if offset else ''
     if not result.hits:
-        text = f'No matches for {_show(pattern)} in the binary stored result {_show(handle)} ({payload.size} bytes).'
+        text = f'No matches for {_show(pattern)} in the binary stored result {_show(handle)} ({payload.size} bytes){where}.'
         if not result.complete:
-            text += f' The search stopped at byte {result.stopped_at_byte} to answer quickly.'
+            text += (
+                f' The search used its time budget and stopped at byte {result.stopped_at_byte}. '
+                f'Continue: {search.again(result.stopped_at_byte)}.'
+            )
         return text
     body: list[str] = []
     for hit in result.hits:
@@ -719,10 +776,22 @@ async def _render_binary_grep(payload: Payload, pattern: str, result: GrepResult
         body.append(f'byte {hit.match_start}: {hex_dump(row, row_start)[0]}')
     qualifier = 'at least ' if not result.complete else ''
     header = (
-        f'{qualifier}{_count(result.total, "match").replace("matchs", "matches")} for {_show(pattern)} in the binary stored result {_show(handle)} '
-        f'({payload.size} bytes); showing {len(result.hits)}, each with the 16-byte row holding it (hex offsets).'
+        f'{qualifier}{_count(result.total, "match").replace("matchs", "matches")} for {_show(pattern)} in the binary '
+        f'stored result {_show(handle)} ({payload.size} bytes){where}; showing {len(result.hits)}, each with the '
+        '16-byte row holding it (hex offsets).'
     )
     if notes:
         header += f' [{"; ".join(notes)}]'
-    footer = f'(Read around a match: {_call(handle, unit="bytes", offset="<byte>", limit=256)}.)'
-    return '\n'.join([header, *body, footer.replace("offset='<byte>'", 'offset=<byte>')])
+    footer = [
+        f'Read around a match: {_call(handle, unit="bytes", offset="<byte>", limit=256)}.'.replace(
+            "offset='<byte>'", 'offset=<byte>'
+        )
+    ]
+    if not result.complete:
+        footer.append(
+            f'The search used its time budget and stopped at byte {result.stopped_at_byte}. '
+            f'Continue: {search.again(result.stopped_at_byte)}.'
+        )
+    elif result.total > len(result.hits):
+        footer.append(f'More matches: {search.again(result.hits[-1].match_start + 1)}.')
+    return '\n'.join([header, *body, f'({" ".join(footer)})'])

@@ -248,8 +248,13 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     shown = int(re.search(r'Showing the first (\d+) ', answer).group(1))  # type: ignore[union-attr]
     assert 1 <= shown < 100
     assert f'-- {shown} matches at lines 1-{shown} (read from it: offset=0) --' in answer
-    assert f"offset={shown}, pattern='hit')" in answer  # the next page starts after the last match shown
+    # The next page starts after the last match shown, and the call that continues the search says so.
+    assert f'max_matches=100, offset={shown})' in answer
     assert 'output capped at 20000 characters' in answer
+    following = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines, offset=shown)
+    assert f'-- match at line {shown + 1} (read from it: offset={shown}) --' in following or (
+        f'matches at lines {shown + 1}' in following
+    )
 
 
 async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> None:
@@ -272,7 +277,7 @@ async def test_a_pattern_read_says_when_a_very_long_line_was_searched_only_in_pa
     read: Any = build_query_toolset(store).tools['read_tool_result'].function
     answer = await read(handle=handle, pattern='NEEDLE')
     assert answer.startswith("No line containing 'NEEDLE'")
-    assert '[1 lines longer than 4,096 KiB were searched in their first 4,096 KiB only]' in answer
+    assert '[1 line longer than 4,096 KiB were searched in their first 4,096 KiB only]' in answer
 
 
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
@@ -322,6 +327,6 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
     assert read_params['unit']['enum'] == ['lines', 'bytes']
     assert 'at most 1000' in read_params['limit']['description']
     grep_params = grep.parameters_json_schema['properties']
-    assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex'}
+    assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex', 'offset'}
     assert all(param.get('description') for param in grep_params.values())
     assert grep.parameters_json_schema['required'] == ['handle', 'pattern']
