@@ -529,7 +529,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
         large = len(rendered.text) > _OFF_LOOP_BYTES
-        pageable, data = await _off_loop(ctx, partial(stored_form, rendered), large=large)
+        pageable, data, lines = await _off_loop(ctx, partial(_stored_with_lines, rendered), large=large)
         handle, reason = await self._write(ctx, key, data, action.timeout)
         if handle is None:
             return None, reason
@@ -538,7 +538,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             handle=handle,
             chars=len(rendered.text),
             tokens=tokens,
-            lines=count_lines(pageable),
+            lines=lines,
             nbytes=len(data),
         )
         shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
@@ -584,8 +584,18 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
 
 
+_OFF_LOOP_STRIP_CHARS = 32 * 1024
+"""Texts longer than this are ANSI-stripped in a worker thread: on hostile text (a sequence every two characters)
+stripping costs a few microseconds per sequence."""
+
+
+def _stored_with_lines(rendered: Rendered) -> tuple[str, bytes, int]:
+    pageable, data = stored_form(rendered)
+    return pageable, data, count_lines(pageable)
+
+
 def _large_text(value: Any) -> bool:
-    return isinstance(value, str) and len(value) > _OFF_LOOP_BYTES
+    return isinstance(value, str) and len(value) > _OFF_LOOP_STRIP_CHARS
 
 
 async def _off_loop(ctx: RunContext[Any], work: Callable[[], _T], *, large: bool) -> _T:

@@ -57,6 +57,12 @@ LONG_LINE_SEARCH_LIMIT = SCAN_BLOCK
 _T = TypeVar('_T')
 
 
+_TOO_COMPLEX = (
+    'the pattern is too complex to search quickly (counted repetitions such as {200} or \\pL{50} multiply its '
+    'size); use smaller counts, or search for a literal part of it'
+)
+
+
 class PatternError(ValueError):
     """A pattern that cannot be used (invalid regular expression, too complex)."""
 
@@ -80,6 +86,9 @@ class Matcher:
     regex: Any
     """The compiled RE2 object when `literal` is `None`."""
 
+    program_size: int = 0
+    """Instructions in the compiled RE2 program (0 for a literal): what bounds the cost of a search per byte."""
+
     @classmethod
     def compile(cls, pattern: str, *, is_regex: bool) -> Matcher:
         """Build a matcher; `PatternError` for an invalid or too complex regex."""
@@ -94,14 +103,21 @@ class Matcher:
         # Only the span of the whole match is used: tracking groups would run RE2's slow NFA (~1,000x on
         # capture-heavy patterns such as `((.)*)` repeated).
         options.never_capture = True
+        # A small memory budget bounds the compile itself (~20 ms); bigger programs fail fast and are refused.
+        options.max_mem = 2 << 20
         try:
             compiled: Any = re2.compile(b'(?m)' + pattern.encode('utf-8', errors='surrogatepass'), options)  # pyright: ignore[reportUnknownMemberType]
         except Exception as exc:  # noqa: BLE001 - re2.error, and anything odd the binding raises
             detail = exc.args[0] if exc.args else exc
             if isinstance(detail, bytes):
                 detail = detail.decode('utf-8', errors='replace')
+            if 'too large' in str(detail):
+                raise PatternError(_TOO_COMPLEX) from None
             raise PatternError(str(detail)) from None
-        return cls(None, compiled)
+        program_size = int(compiled.programsize)
+        if program_size > MAX_PROGRAM_SIZE:
+            raise PatternError(_TOO_COMPLEX)
+        return cls(None, compiled, program_size)
 
     def search(self, buffer: bytes, start: int, end: int) -> tuple[int, int]:
         """The first match in `buffer[start:end]` as `(start, end)`, or `(-1, -1)`."""
@@ -409,59 +425,46 @@ class GrepResult:
 
 
 class Pacer:
-    """Sizes each regex search so one call into RE2 stays short whatever the pattern costs per byte.
+    """Sizes each regex search so that one call into RE2 stays short, whatever the pattern and the text.
 
-    RE2 is linear, but a pathological pattern costs up to ~20 us per byte (a DFA that keeps running out of
-    memory falls back to its NFA), so a 4 MiB block could take over a minute in one call. The pacer measures
-    the cost per byte of the searches so far and cuts the next window so it takes about `SLICE_SECONDS`.
+    RE2 is linear, but not cheap on every pattern: when its DFA keeps running out of memory it falls back to an
+    NFA that costs up to about `SECONDS_PER_INSTRUCTION` per byte for each instruction of the compiled program
+    (measured: `a[ab]{200}c`, 206 instructions, ~2 us per byte on a/b text; `a(?:[ab]?){990}c`, 1,986
+    instructions, ~20 us per byte). RE2 cannot be interrupted, so the only bound is the size of what one
+    search covers: the pacer derives it from the program size, which makes the windows (and so the answers)
+    depend on the pattern alone, never on timing.
     """
 
-    def __init__(self) -> None:
-        self.seconds_per_byte = 0.0
+    def __init__(self, matcher: Matcher) -> None:
+        self.worst_seconds_per_byte = max(matcher.program_size, 1) * SECONDS_PER_INSTRUCTION
 
     def window(self) -> int:
-        """Bytes the next search may cover."""
-        if self.seconds_per_byte <= 0:
-            return PROBE_BYTES
-        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, int(SLICE_SECONDS / self.seconds_per_byte)))
+        """Bytes one search over several whole lines may cover (about `SLICE_SECONDS` at worst)."""
+        return self._bytes_for(SLICE_SECONDS)
 
     def line_limit(self) -> int:
-        """How far into one line a regex search may look: all of it (up to a block) unless that would take long."""
-        if self.seconds_per_byte <= 0:
-            return PROBE_BYTES
-        affordable = int(LONG_LINE_SECONDS / self.seconds_per_byte)
-        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, affordable))
+        """How far into one line a search may look: all of it (up to a block) unless that could take long."""
+        return self._bytes_for(LONG_LINE_SECONDS)
 
-    def observe(self, seconds: float, scanned: int) -> None:
-        """Fold in one search's cost; a small sample only ever raises the estimate."""
-        if scanned >= 1024:
-            rate = seconds / scanned
-            self.seconds_per_byte = max(rate, self.seconds_per_byte * 0.5)
-        elif seconds > 0.001:
-            self.seconds_per_byte = max(self.seconds_per_byte, seconds / 1024)
-
-    def calibrate(self, matcher: Matcher, sample: bytes) -> None:
-        """Measure the pattern on (at most `PROBE_BYTES` of) the payload before the scan relies on the rate."""
-        if matcher.literal is not None or self.seconds_per_byte > 0:
-            return
-        end = min(len(sample), PROBE_BYTES)
-        started = time.perf_counter()
-        matcher.search(sample, 0, end)
-        elapsed = time.perf_counter() - started
-        self.seconds_per_byte = max(elapsed / max(end, 1024), 1e-10)
+    def _bytes_for(self, seconds: float) -> int:
+        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, int(seconds / self.worst_seconds_per_byte)))
 
 
-PROBE_BYTES = 8 << 10
-"""The first regex search of a scan covers this much, to measure what the pattern costs."""
+SECONDS_PER_INSTRUCTION = 10e-9
+"""Worst measured cost of RE2's NFA per byte and per program instruction (on a loaded 2-core machine)."""
 
-MIN_SLICE_BYTES = 4 << 10
-"""The smallest window a regex search is given (so even a pathological pattern makes progress)."""
+MAX_PROGRAM_SIZE = 20_000
+"""Patterns compiling to more RE2 instructions are refused: at the worst cost, 1 KiB would take 0.2 s."""
+
+MIN_SLICE_BYTES = 1 << 10
+"""The smallest window a regex search is given (so every search makes progress)."""
 
 SLICE_SECONDS = 0.02
-"""About how long one regex search over several lines may take."""
+"""At most about how long one regex search over several lines may take."""
 
-LONG_LINE_SECONDS = 0.1
-"""About how long the search of one long line may take; further into it is not searched (and the answer says so)."""
+LONG_LINE_SECONDS = 0.2
+"""At most about how long the search of one long line may take; beyond that the line is searched in part (and
+the answer says how far)."""
 
 
 @dataclass
@@ -539,10 +542,7 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
                         long_limit = limit if not long_limit else min(long_limit, limit)
                     else:
                         window_end = line_end
-        started = time.perf_counter()
         found, found_end = matcher.search(block, cursor, window_end)
-        if pacer is not None:
-            pacer.observe(time.perf_counter() - started, (found_end if found != -1 else window_end) - cursor)
         if found != -1 and cut and found_end == window_end:
             found = -1  # a match touching the cut may only look like one (`$`, or a longer match cut short)
         if found == -1:
@@ -606,7 +606,7 @@ async def grep_lines(
     hits: deque[Hit] = deque(maxlen=max_hits) if keep_last else deque()
     total = 0
     long = _LongLines()
-    pacer = Pacer() if matcher.literal is None else None
+    pacer = Pacer(matcher) if matcher.literal is None else None
 
     async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
         line = await line_of_offset(payload, byte)
@@ -618,8 +618,6 @@ async def grep_lines(
         block = await payload.read_range(position, min(limit_byte, position + SCAN_BLOCK))
         if not block:
             break
-        if pacer is not None and pacer.seconds_per_byte <= 0:
-            await _in_worker(partial(pacer.calibrate, matcher, block))
         at_end = position + len(block) >= limit_byte
         if at_end:
             search_end = len(block) - (1 if block.endswith(b'\n') else 0)
@@ -689,7 +687,7 @@ async def grep_lines_backward(
     found: list[Hit] = []
     total = 0
     long = _LongLines()
-    pacer = Pacer() if matcher.literal is None else None
+    pacer = Pacer(matcher) if matcher.literal is None else None
     first = True
     while position > 0 and len(found) < max_hits:
         if not first and time.monotonic() > deadline:
@@ -699,8 +697,6 @@ async def grep_lines_backward(
         block = await payload.read_range(low, position)
         if not block:
             break
-        if pacer is not None and pacer.seconds_per_byte <= 0:
-            await _in_worker(partial(pacer.calibrate, matcher, block))
         search_end = len(block) - 1 if block.endswith(b'\n') else len(block)
         begin = 0
         if low > 0:
@@ -782,19 +778,19 @@ async def grep_bytes(
     Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
     """
     size = payload.size
-    overlap = len(matcher.literal) - 1 if matcher.literal is not None else 4096
+    pacer = Pacer(matcher) if matcher.literal is None else None
+    # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
+    # window itself, so a costly pattern's searches stay short.
+    overlap = len(matcher.literal) - 1 if pacer is None else min(4096, pacer.window())
     hits: list[Hit] = []
     total = 0
     position = max(0, start)
-    pacer = Pacer() if matcher.literal is None else None
     while position < size:
         if time.monotonic() > deadline:
             return GrepResult(hits, total, False, 0, position, out_of_time=True)
         block = await payload.read_range(position, position + SCAN_BLOCK + overlap)
         if not block:
             break
-        if pacer is not None and pacer.seconds_per_byte <= 0:
-            await _in_worker(partial(pacer.calibrate, matcher, block))
         # Matches starting in the overlap belong to the next block (unless this is the last one).
         last = position + len(block) >= size
         owned = len(block) if last else SCAN_BLOCK
@@ -825,10 +821,7 @@ def _scan_binary_block(
             return _BlockScan(hits, total, cursor, False, True)
         window_start = cursor
         window_end = len(block) if pacer is None else min(len(block), cursor + pacer.window() + overlap)
-        started = time.perf_counter()
         found, found_end = matcher.search(block, cursor, window_end)
-        if pacer is not None:
-            pacer.observe(time.perf_counter() - started, (found_end if found != -1 else window_end) - cursor)
         if found == -1 or found >= owned:
             if window_end >= len(block) or found >= owned:
                 break

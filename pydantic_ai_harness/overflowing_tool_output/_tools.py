@@ -651,7 +651,9 @@ def _searched_in_part(result: GrepResult) -> str | None:
     if not result.long_lines:
         return None
     limit = _kib(result.searched_bytes_of_long_lines)
-    return f'{_count(result.long_lines, "line")} longer than {limit} were searched in their first {limit} only.'
+    if result.long_lines == 1:
+        return f'1 line longer than {limit} was searched in its first {limit} only.'
+    return f'{result.long_lines} lines longer than {limit} were searched in their first {limit} only.'
 
 
 def _kib(nbytes: int) -> str:

@@ -9,6 +9,7 @@ and a FIFO planted inside the root) and a hypothesis property over the same trap
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -212,11 +213,11 @@ async def test_a_regex_with_a_large_program_over_a_long_line_answers_within_a_se
     started = time.perf_counter()
     answer = await grep(handle=handle, pattern='(.*a){30}$', is_regex=True)
     elapsed = time.perf_counter() - started
-    # RE2 runs this pattern fast on a run of `a`: the 1 MB line is searched whole, and matches.
-    assert answer.startswith("1 matching line for '(.*a){30}$' (regex)")
-    assert '[match at byte 0 of a 1000000-byte line]' in answer
+    # How far into a line a regex looks depends on the size of its compiled program (never on timing): this one
+    # could cost over a microsecond per byte, so the 1 MB line is searched in its first part, and the answer says so.
+    assert re.search(r'1 line longer than [\d,]+ KiB was searched in its first [\d,]+ KiB only', answer), answer
     assert elapsed < 1.0, f'took {elapsed:.2f} s'
 
     # Within a line that fits, the same pattern is answered exactly.
-    short = await store.write('r/c/1', b'a' * 200_000 + b'\nend\n')
+    short = await store.write('r/c/1', b'a' * 50_000 + b'\nend\n')
     assert '1 matching line' in await grep(handle=short, pattern='(.*a){30}$', is_regex=True)
