@@ -781,7 +781,7 @@ async def grep_bytes(
     pacer = Pacer(matcher) if matcher.literal is None else None
     # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
     # window itself, so a costly pattern's searches stay short.
-    overlap = len(matcher.literal) - 1 if pacer is None else min(4096, pacer.window())
+    overlap = len(matcher.literal) - 1 if matcher.literal is not None else min(4096, Pacer(matcher).window())
     hits: list[Hit] = []
     total = 0
     position = max(0, start)
