@@ -113,6 +113,9 @@ async def test_a_capture_group_bomb_is_answered_quickly_on_a_log_and_on_binary(t
     assert 'did not answer' not in log_answer + blob_answer
     assert 'matches for' in blob_answer or 'match for' in blob_answer
     assert steps.durations()[-1] < CALL_BOUND * 2, steps.durations()
+    print(
+        f'\ncapture-group bomb on a 20,000-line log and 1 MiB of binary: {steps.durations()[-1]:.2f} s, loop lag {worst * 1000:.0f} ms'
+    )
     assert worst < LOOP_BOUND, f'the event loop was held for {worst * 1000:.0f} ms'
 
 
@@ -158,6 +161,7 @@ async def test_a_regex_stopped_by_its_budget_says_where_and_its_continuation_fin
             offset = int(more.group(1))
             assert calls < 200
     assert found == planted
+    print(f'\n{SLOW_PATTERN} over 1.5 MB of a/b text: {calls} calls to cover it, loop lag {lag.worst * 1000:.0f} ms')
     assert lag.worst < LOOP_BOUND, f'the event loop was held for {lag.worst * 1000:.0f} ms'
 
 
@@ -172,6 +176,7 @@ async def test_a_one_line_payload_of_many_matches_is_previewed_in_linear_time(tm
     (part,) = tool_returns(messages)
     assert 'Error' in str(part.content) and part.metadata['overflow_bytes'] == len(payload)
     assert elapsed < 6.0, f'took {elapsed:.1f} s'
+    print(f'\n24 MB one-line payload of matches spilled in {elapsed:.2f} s, loop lag {lag.worst * 1000:.0f} ms')
     assert lag.worst < LOOP_BOUND, f'the event loop was held for {lag.worst * 1000:.0f} ms'
 
 
@@ -187,6 +192,9 @@ async def test_strip_ansi_is_linear_on_unterminated_string_controls(tmp_path: Pa
         (part,) = tool_returns(messages)
         assert isinstance(part, ToolReturnPart)
         assert elapsed < 3.0, f'{payload[:3]!r}: took {elapsed:.1f} s'
+        print(
+            f'\nstrip_ansi on {len(payload):,} chars of {payload[:3]!r}: {elapsed:.2f} s, loop lag {lag.worst * 1000:.0f} ms'
+        )
         assert lag.worst < LOOP_BOUND, f'{payload[:3]!r}: the event loop was held for {lag.worst * 1000:.0f} ms'
 
 
@@ -222,6 +230,7 @@ async def test_from_end_pattern_reads_return_the_last_matches_and_page_back(tmp_
     assert earlier is not None and 'offset=50,' in earlier.group(1)
     before = await read(handle=handle, pattern='status=ok', from_end=True, limit=50, offset=50)
     assert [int(n) for n in re.findall(r'^\s*(\d+)\| row', before, re.MULTILINE)] == list(range(999_901, 999_951))
+    print(f'\nfrom_end pattern read of a 32 MB log: loop lag {lag.worst * 1000:.0f} ms')
     assert lag.worst < LOOP_BOUND, f'the event loop was held for {lag.worst * 1000:.0f} ms'
 
 
