@@ -11,6 +11,7 @@ import os
 import random
 from typing import Any
 
+import anyio
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -94,13 +95,51 @@ async def test_bytearray_and_memoryview_are_accepted(store: OverflowStore) -> No
     assert await store.read(handle) == b'def'
 
 
-async def test_overwriting_a_key_replaces_payload_and_index(store: OverflowStore) -> None:
-    first = await store.write('run/call/0', b'one\ntwo\nthree\n')
-    second = await store.write('run/call/0', b'four\n')
-    assert first == second
+async def test_a_key_holding_other_bytes_gets_a_distinct_handle(store: OverflowStore) -> None:
+    first = await store.write('run/call_0/0', b'one\ntwo\nthree\n')
+    second = await store.write('run/call_0/0', b'four\n')
+    third = await store.write('run/call_0/0', b'five\nsix\n')
+    assert len({first, second, third}) == 3
+    assert await store.read(first) == b'one\ntwo\nthree\n'
     assert await store.read(second) == b'four\n'
+    assert await store.read(third) == b'five\nsix\n'
     if isinstance(store, LineIndexedStore):
-        assert (await store.line_index(second)).line_count == 1
+        assert [(await store.line_index(h)).line_count for h in (first, second, third)] == [3, 1, 2]
+    if isinstance(store, ListableStore):
+        assert sorted(payload.handle for payload in await store.list('run/call_0/')) == sorted([first, second, third])
+
+
+async def test_the_same_bytes_under_the_same_key_keep_their_handle(store: OverflowStore) -> None:
+    data = log_payload(500)
+    first = await store.write('run/call_0/0', data)
+    other = await store.write('run/call_0/0', data[:-1])  # Same key, same size minus one: different bytes.
+    flipped = await store.write('run/call_0/0', data[:-2] + b'X\n')  # Same size, last bytes differ.
+    assert len({first, other, flipped}) == 3
+    # Replays and retries write the same bytes again: each gets back its own handle, byte-identical.
+    assert await store.write('run/call_0/0', data) == first
+    assert await store.write('run/call_0/0', data[:-1]) == other
+    assert await store.write('run/call_0/0', data[:-2] + b'X\n') == flipped
+    assert await store.read(first) == data
+    assert await store.read(flipped) == data[:-2] + b'X\n'
+    if isinstance(store, ListableStore):
+        assert len(await store.list('run/call_0/')) == 3
+
+
+async def test_concurrent_writers_of_one_key_never_lose_a_payload(store: OverflowStore) -> None:
+    payloads = [f'writer {n}\n'.encode() * (1 + n % 5) for n in range(24)]
+    payloads += payloads[:6]  # Six writers race with the same bytes as another one.
+    handles: list[str] = [''] * len(payloads)
+
+    async def write(position: int) -> None:
+        handles[position] = await store.write('run/call_0/0', payloads[position])
+
+    async with anyio.create_task_group() as group:
+        for position in range(len(payloads)):
+            group.start_soon(write, position)
+    assert len(set(handles)) == 24
+    for handle, data in zip(handles, payloads):
+        assert await store.read(handle) == data
+    assert handles[24:] == handles[:6]
 
 
 DISTINCT_KEYS = [
