@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -27,6 +28,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     RangeReadableStore,
     build_line_index,
 )
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import MAX_WRITTEN_HANDLE_LENGTH
 
 from .conftest import StoreKit
 
@@ -401,3 +403,77 @@ async def test_query_tools_on_binary_payload(store: OverflowStore) -> None:
 
     result = await Agent(FunctionModel(model), toolsets=[build_query_toolset(store)]).run('dump it')
     assert 'hex' in result.output.lower() or '00 01 02 03' in result.output
+
+
+# -- keys of any length and alphabet -----------------------------------------------------------------
+
+HOSTILE_KEYS = [
+    'TENANT-ACME-CONVERSATION-' + 'Q' * 62 + '/call_0/0',
+    'A' * 10_000 + '/call_0/0',
+    'a' * 10_000,
+    'a' * 9_999 + 'b',
+    'Q' * 80,
+    'Q' * 81,
+    'q' * 96,
+    'q' * 97,
+    'ü' * 10_000 + '/call/0',
+    '日本語のキー' * 2_000,
+    '🦀' * 2_500 + '/🦀/0',
+    '\x00\x01\x1b[31m\u202e' * 1_000,
+    '\udc80\ud800' * 500,
+    '.' * 300,
+    '~' * 500,
+    '~~2' * 1_000,
+    '=' * 500,
+    'abc=' + '0' * 64,
+    'run/call_0/0~~2',
+    'run/call_0/0~7e~7e2',
+    '/' * 100,
+    '/'.join(['Z' * 300] * 20),
+    'a/b/c/d/e/f/g/' + 'Z' * 10_000,
+    'CON/AUX/NUL.txt',
+]
+
+
+async def test_hostile_long_keys_are_stored_and_read_back(store: OverflowStore) -> None:
+    handles = [await store.write(key, key.encode('utf-8', 'surrogatepass')[:5000] + b'!') for key in HOSTILE_KEYS]
+    assert len(set(handles)) == len(HOSTILE_KEYS)
+    for key, handle in zip(HOSTILE_KEYS, handles):
+        assert handle.isascii() and len(handle) <= MAX_WRITTEN_HANDLE_LENGTH, key[:40]
+        assert await store.read(handle) == key.encode('utf-8', 'surrogatepass')[:5000] + b'!', key[:40]
+    assert handles[0].startswith('TENANT-ACME-CONVERSATION-')  # A long segment keeps a readable prefix.
+    if isinstance(store, ListableStore):
+        listed = [payload.handle for payload in await store.list()]
+        assert sorted(listed) == sorted(handles)
+        for handle in listed:
+            await store.read(handle)
+
+
+async def test_a_candidate_handle_never_names_another_key(store: OverflowStore) -> None:
+    first = await store.write('run/call_0/0', b'first')
+    second = await store.write('run/call_0/0', b'second')
+    literal = await store.write('run/call_0/0~~2', b'literal key')  # The text of the candidate, as a key.
+    assert len({first, second, literal}) == 3
+    assert [await store.read(h) for h in (first, second, literal)] == [b'first', b'second', b'literal key']
+
+
+_KEY_PARTS = st.sampled_from(['run', 'call_0', '0', 'Q' * 90, '~~2', '~', '=', '/', '.', 'ü', 'x' * 120, ''])
+_KEYS = st.one_of(
+    st.text(max_size=40),
+    st.lists(_KEY_PARTS, max_size=6).map(''.join),
+    st.text(alphabet='Qq~=/.-ü', min_size=80, max_size=400),
+)
+_DATA = st.one_of(st.sampled_from([b'', b'a', b'b', b'a\nb\n']), st.binary(max_size=24))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.one_of(_KEYS, st.sampled_from(['run/call_0/0', 'K'])), _DATA), max_size=8))
+async def test_property_distinct_keys_or_data_never_share_a_handle(
+    kit: StoreKit, writes: list[tuple[str, bytes]]
+) -> None:
+    store = kit.make(f'prop{len(kit.cleanups)}')
+    handles = [await store.write(key, data) for key, data in writes]
+    for i, (pair_i, handle_i) in enumerate(zip(writes, handles)):
+        assert await store.read(handle_i) == pair_i[1]
+        for pair_j, handle_j in zip(writes[:i], handles[:i]):
+            assert (handle_i == handle_j) == (pair_i == pair_j), (pair_i, pair_j)
