@@ -1,4 +1,4 @@
-"""`LocalFileStore`: one file per payload under an owner-only root, written atomically, read without following links."""
+"""`LocalFileStore`: one file per payload under an owner-only root, published atomically and never replaced."""
 
 from __future__ import annotations
 
@@ -387,9 +387,10 @@ _PRUNE_STATES: dict[str, _PruneState] = {}
 class LocalFileStore:
     """Spilled payloads as files under an owner-only directory, kept until you prune them.
 
-    Each payload is one file (plus a small line-index sidecar), written to a temp file and renamed into
-    place, so a crash never leaves a partial payload under a handle. Handles are the keys themselves
-    when they are plain (`run/call_1/0`), escaped otherwise; they never contain a filesystem path.
+    Each payload is one file (plus a small line-index sidecar), written to a temp file and hard-linked
+    into place, so a crash never leaves a partial payload under a handle and a stored payload is never
+    replaced. Handles are the keys themselves when they are plain (`run/call_1/0`), escaped otherwise
+    (long segments keep a readable prefix and a hash); they never contain a filesystem path.
 
     The root is created with mode 0700 and refused (with
     [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
