@@ -126,3 +126,12 @@ async def test_a_long_uppercase_run_id_spills_losslessly(store: OverflowStore) -
         assert [payload.handle for payload in await store.list()] == [handle]
     requests = [m for m in result.all_messages() if isinstance(m, ModelRequest)]
     assert requests[-1].run_id == LONG_RUN_ID
+
+
+def test_an_object_store_prefix_too_long_for_s3_keys_is_refused_at_construction() -> None:
+    from pydantic_ai_harness.overflowing_tool_output.stores._object import MAX_PREFIX_LENGTH
+
+    assert MAX_PREFIX_LENGTH == 238
+    ObjectStore(MemoryStore(), prefix='p' * MAX_PREFIX_LENGTH)
+    with pytest.raises(ValueError, match='ObjectStore prefix is 239 characters long: use at most 238'):
+        ObjectStore(MemoryStore(), prefix='p' * (MAX_PREFIX_LENGTH + 1))

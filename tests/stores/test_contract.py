@@ -477,3 +477,26 @@ async def test_property_distinct_keys_or_data_never_share_a_handle(
         assert await store.read(handle_i) == pair_i[1]
         for pair_j, handle_j in zip(writes[:i], handles[:i]):
             assert (handle_i == handle_j) == (pair_i == pair_j), (pair_i, pair_j)
+
+
+async def test_the_longest_handles_fit_every_backend(kit: StoreKit) -> None:
+    namespace = 'long'
+    if kit.kind.startswith('object'):
+        from pydantic_ai_harness.overflowing_tool_output.stores._object import MAX_PREFIX_LENGTH
+
+        namespace = 'n' * (MAX_PREFIX_LENGTH - len('t0123456789ab/'))  # The longest prefix the store accepts.
+    store = kit.make(namespace)
+    key = '/'.join(['Ü' * 10_000] * 12)  # Every segment hashed, more segments than a handle keeps.
+    handles = [await store.write(key, b'payload %d' % n) for n in range(3)]
+    assert len(set(handles)) == 3
+    for n, handle in enumerate(handles):
+        assert len(handle) <= MAX_WRITTEN_HANDLE_LENGTH
+        assert await store.read(handle) == b'payload %d' % n
+    if kit.kind.startswith('object'):  # Every object path is within the 1,024-byte limit of S3.
+        import obstore
+
+        from pydantic_ai_harness.overflowing_tool_output.stores import ObjectStore
+
+        assert isinstance(store, ObjectStore)
+        paths = [meta['path'] for page in obstore.list(store.store, store.prefix) for meta in page]
+        assert len(paths) == 6 and max(len(path.encode()) for path in paths) <= 1024

@@ -76,11 +76,6 @@ _MAX_BASE_NAME_BYTES = MAX_NAME_BYTES - _SUFFIX_NAME_BYTES
 """A handle segment is hashed when its file name would leave no room for the longest candidate suffix."""
 
 
-def _name_bytes(handle_segment: str) -> int:
-    # The length of `_name_for_segment(handle_segment)`: handle segments are ASCII, and a kept byte is 1 byte.
-    return sum(1 if ord(char) in _NAME_KEEP else 3 for char in handle_segment)
-
-
 def _hashed(escaped: str, raw: bytes) -> str:
     end = 0
     while end < len(escaped):
@@ -96,17 +91,21 @@ def _escape_segment(segment: str) -> str:
     if not raw:
         return '~'
     out: list[str] = []
+    length = name_bytes = 0
     for position, byte in enumerate(raw):
         # A leading dot would make `.` / `..` / hidden names readable as such: always escape it.
         if byte in _HANDLE_KEEP and not (position == 0 and byte == 0x2E):
             out.append(chr(byte))
+            length += 1
+            name_bytes += 1 if byte in _NAME_KEEP else 3
         else:
             out.append(f'~{byte:02x}')
-    escaped = ''.join(out)
-    if len(escaped) > MAX_HANDLE_SEGMENT or _name_bytes(escaped) > _MAX_BASE_NAME_BYTES:
-        # `=` never appears in an escaped segment, so hashed and escaped segments cannot collide.
-        return _hashed(escaped, raw)
-    return escaped
+            length += 3
+            name_bytes += 5  # `~` is escaped again in a file name (`~7e`), the hex digits are kept.
+        if length > MAX_HANDLE_SEGMENT or name_bytes > _MAX_BASE_NAME_BYTES:
+            # Stop escaping here: a 10 MB segment costs its hash, not a 30 MB string.
+            return _hashed(''.join(out), raw)
+    return ''.join(out)
 
 
 def handle_for_key(key: str) -> str:
