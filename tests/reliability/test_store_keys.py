@@ -7,6 +7,7 @@ built-in store; these runs show them end to end, through the capability and the 
 from __future__ import annotations
 
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,29 @@ def test_an_object_store_prefix_too_long_for_s3_keys_is_refused_at_construction(
     ObjectStore(MemoryStore(), prefix='p' * MAX_PREFIX_LENGTH)
     with pytest.raises(ValueError, match='ObjectStore prefix is 239 characters long: use at most 238'):
         ObjectStore(MemoryStore(), prefix='p' * (MAX_PREFIX_LENGTH + 1))
+
+
+@pytest.mark.parametrize('cleanup_after', [None, timedelta(hours=1)])
+async def test_an_object_backend_without_conditional_puts_still_never_overwrites(
+    monkeypatch: pytest.MonkeyPatch, cleanup_after: timedelta | None
+) -> None:
+    # Some obstore backends (HTTP/WebDAV) have no create-if-absent put: the store checks before it puts.
+    import obstore
+
+    real_put = obstore.put_async
+
+    async def put_without_create(*args: Any, mode: Any = None, **kwargs: Any) -> Any:
+        if mode == 'create':
+            raise NotImplementedError('conditional put')
+        return await real_put(*args, mode=mode, **kwargs)
+
+    monkeypatch.setattr(obstore, 'put_async', put_without_create)
+    backend = MemoryStore()
+    store = ObjectStore(backend, prefix='runs', cleanup_after=cleanup_after)
+    first = await store.write('run/call_0/0', b'first')
+    second = await store.write('run/call_0/0', b'second')
+    assert (first, second) == ('run/call_0/0', 'run/call_0/0~~2')
+    assert await store.write('run/call_0/0', b'second') == second
+    assert [await store.read(first), await store.read(second)] == [b'first', b'second']
+    stored = await obstore.get_async(backend, 'runs/~p/run/call_0/0~~2@')
+    assert ('expires-at' in stored.attributes) == (cleanup_after is not None)  # Expiry metadata is kept.

@@ -324,16 +324,20 @@ class ObjectStore:
         self, path: str, data: bytes, attributes: dict[str, str], *, mode: Literal['create', 'overwrite'] = 'overwrite'
     ) -> obstore.PutResult:
         """Put an object; with `mode='create'`, `_Exists` when one is there (`NotImplementedError`: no such puts)."""
+        refused_attributes = False
         if attributes and self._attributes_supported:
             try:
                 return await obstore.put_async(self.store, path, data, attributes=attributes, mode=mode)
             except NotImplementedError:
                 self._attributes_supported = False  # This backend keeps no custom metadata: age rule only.
+                refused_attributes = True
             except Exception as exc:
                 raise _translate_put(exc) from exc
         try:
             return await obstore.put_async(self.store, path, data, mode=mode)
         except NotImplementedError:
+            if refused_attributes:
+                self._attributes_supported = True  # It was the conditional put it refused, not the metadata.
             raise
         except Exception as exc:
             raise _translate_put(exc) from exc
