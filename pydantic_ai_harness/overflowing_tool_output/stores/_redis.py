@@ -76,8 +76,9 @@ class RedisStore:
 
     Each payload is one Redis string under `<namespace>:~p:<handle>`, next to its line index under
     `<namespace>:~i:<handle>`; both are written by one server-side script with the same expiry, so a
-    reader never sees one without the other, and a stored payload is never replaced by another. The query tools read windows with `GETRANGE`, so paging
-    through a 100 MB payload moves kilobytes, not megabytes.
+    reader never sees one without the other, and a stored payload is never replaced by another. The
+    query tools read windows with `GETRANGE`, so paging through a 100 MB payload moves kilobytes, not
+    megabytes. The server must allow scripts (`EVALSHA`, `SCRIPT LOAD`) for the store's user.
 
     Construct it from a URL (the store opens and owns its connections, one pool per event loop; call
     `aclose()` when done) or from your own `redis.asyncio.Redis` client (it must not use
