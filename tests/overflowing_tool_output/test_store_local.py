@@ -56,12 +56,17 @@ async def test_implements_every_extension(store: LocalFileStore) -> None:
     assert isinstance(store, DeletableStore)
 
 
-async def test_same_key_same_handle_and_overwrite(store: LocalFileStore) -> None:
+async def test_same_key_never_overwrites_and_same_bytes_keep_their_handle(store: LocalFileStore) -> None:
     first = await store.write('r/c/0', b'one')
     second = await store.write('r/c/0', b'two two')
-    assert first == second
-    assert await store.read(first) == b'two two'
-    assert (await store.line_index(first)).size == 7
+    assert (first, second) == ('r/c/0', 'r/c/0~~2')
+    assert await store.read(first) == b'one'
+    assert await store.read(second) == b'two two'
+    assert (await store.line_index(first)).size == 3
+    assert (await store.line_index(second)).size == 7
+    assert await store.write('r/c/0', b'two two') == second
+    assert await store.write('r/c/0', b'one') == first
+    assert [p.handle for p in await store.list()] == [first, second]
 
 
 async def test_odd_keys_get_escaped_handles_that_round_trip(store: LocalFileStore) -> None:
@@ -278,8 +283,10 @@ def _write_forever(base_dir: str, ready: Any) -> None:  # pragma: no cover - chi
     async def main() -> None:
         await store.write('warmup/c/0', b'ok')
         ready.set()
-        while True:
-            await store.write('r/crash/0', payload)
+        written = 0
+        while True:  # A new key each time: the same bytes under the same key are not written again.
+            await store.write(f'r/crash/{written}', payload)
+            written += 1
 
     child_anyio.run(main)
 
@@ -302,11 +309,114 @@ async def test_child_killed_mid_write_leaves_no_partial_payload(tmp_path: Path) 
     finally:
         child.join(10)
     assert child.exitcode == -signal.SIGKILL
+    # Every published payload is complete: the one being written when the child died is either there or not.
+    listed = await store.list()
+    assert 'warmup/c/0' in [p.handle for p in listed]
+    for payload in listed:
+        expected = b'ok' if payload.handle == 'warmup/c/0' else b'A' * (64 << 20)
+        assert await store.read(payload.handle) == expected, payload.handle
+
+
+def _write_one_key(base_dir: str, writer: int, start: Any, results: Any) -> None:  # pragma: no cover - child
+    import anyio as child_anyio
+
+    store = LocalFileStore(base_dir=base_dir)
+
+    async def main() -> list[str]:
+        start.wait(30)
+        handles = [await store.write('run/call_0/0', f'writer {writer} payload {n}\n'.encode() * 50) for n in range(12)]
+        handles.append(await store.write('run/call_0/0', b'the same bytes from every writer\n'))
+        return handles
+
+    results.put((writer, child_anyio.run(main)))
+
+
+async def test_processes_writing_one_key_never_clobber_each_other(tmp_path: Path) -> None:
+    base_dir = str(tmp_path / 'spill')
+    context = multiprocessing.get_context('spawn')
+    start, results = context.Event(), context.Queue()
+    children = [context.Process(target=_write_one_key, args=(base_dir, n, start, results)) for n in range(3)]
+    for child in children:
+        child.start()
+    start.set()
     try:
-        data = await store.read('r/crash/0')
-    except HandleNotFoundError:
-        data = None
-    # Either the previous complete payload or nothing: never a torn one.
-    assert data is None or data == b'A' * (64 << 20)
-    assert await store.read('warmup/c/0') == b'ok'
-    assert [p.handle for p in await store.list()] in (['r/crash/0', 'warmup/c/0'], ['warmup/c/0'])
+        reports = dict(results.get(timeout=60) for _ in children)
+    finally:
+        for child in children:
+            child.join(30)
+    store = LocalFileStore(base_dir=base_dir)
+    for writer, handles in reports.items():
+        for n, handle in enumerate(handles[:-1]):
+            assert await store.read(handle) == f'writer {writer} payload {n}\n'.encode() * 50
+    distinct = [handle for handles in reports.values() for handle in handles[:-1]]
+    assert len(set(distinct)) == 36
+    shared = {handles[-1] for handles in reports.values()}
+    assert len(shared) == 1 and not shared & set(distinct)
+    assert len(await store.list()) == 37
+    assert not list(Path(base_dir).rglob('.tmp-*'))
+
+
+def test_threads_writing_one_key_never_clobber_each_other(store: LocalFileStore) -> None:
+    import threading
+
+    handles: dict[tuple[int, int], str] = {}
+
+    def writer(number: int) -> None:
+        async def main() -> None:
+            for n in range(10):
+                handles[(number, n)] = await store.write('run/call_0/0', f'{number}:{n}'.encode() * 1000)
+
+        anyio.run(main)
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(set(handles.values())) == 60
+
+    async def check() -> None:
+        for (number, n), handle in handles.items():
+            assert await store.read(handle) == f'{number}:{n}'.encode() * 1000
+
+    anyio.run(check)
+
+
+async def test_without_hard_links_publication_is_still_exclusive(
+    store: LocalFileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A filesystem without hard links (FAT, some FUSE and SMB mounts) refuses link(2) with EPERM.
+    import errno
+
+    def no_links(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, 'Operation not permitted')
+
+    monkeypatch.setattr(os, 'link', no_links)
+    payloads = [f'payload {n}\n'.encode() * (1 + n) for n in range(20)] * 2
+    handles: list[str] = [''] * len(payloads)
+
+    async def write(position: int) -> None:
+        handles[position] = await store.write('run/call_0/0', payloads[position])
+
+    async with anyio.create_task_group() as group:
+        for position in range(len(payloads)):
+            group.start_soon(write, position)
+    assert len(set(handles)) == 20 and handles[:20] == handles[20:]
+    for handle, data in zip(handles, payloads):
+        assert await store.read(handle) == data
+    assert not list(store.root.rglob('.tmp-*'))
+
+
+async def test_a_thousand_payloads_under_one_key_is_the_bound(store: LocalFileStore) -> None:
+    from pydantic_ai_harness.overflowing_tool_output.stores._paths import MAX_CANDIDATES
+
+    assert await store.write('k', b'1') == 'k'
+    for n in range(2, MAX_CANDIDATES + 1):  # The files the store would have written for `k~~2` ... `k~~1000`.
+        path = store.root / f'k~7e~7e{n}.out'
+        path.write_bytes(b'%d' % n)
+        path.chmod(0o600)
+    with pytest.raises(ValueError, match='1,000 different payloads are already stored under this key'):
+        await store.write('k', b'one more')
+    assert await store.write('k', b'999') == 'k~~999'
+    assert await store.read('k~~500') == b'500'
+    assert len(await store.list()) == MAX_CANDIDATES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output.stores import HandleNotFoundError, LocalFileStore
-from pydantic_ai_harness.overflowing_tool_output.stores._paths import handle_for_key, names_for_handle
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import (
+    MAX_CANDIDATES,
+    MAX_WRITTEN_HANDLE_LENGTH,
+    candidate_handles,
+    handle_for_key,
+    handle_for_names,
+    names_for_handle,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -196,8 +204,15 @@ def test_property_reads_never_escape_and_never_reveal_paths(handle: str, planted
         assert os.sep not in result
 
 
+_KEYS = st.one_of(
+    st.text(max_size=120),
+    st.text(alphabet='QZ-~=./:ü', max_size=400),
+    st.lists(st.sampled_from(['Q' * 80, 'q' * 96, '~~2', '/', 'run', '=']), max_size=10).map(''.join),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(first=st.text(max_size=120), second=st.text(max_size=120))
+@given(first=_KEYS, second=_KEYS)
 def test_property_key_encoding_is_injective_and_confined(first: str, second: str) -> None:
     handle_a, handle_b = handle_for_key(first), handle_for_key(second)
     if first != second:
@@ -211,3 +226,13 @@ def test_property_key_encoding_is_injective_and_confined(first: str, second: str
     names_a, names_b = names_for_handle(handle_a), names_for_handle(handle_b)
     if first != second:
         assert names_a != names_b
+    # Every candidate handle of a key fits in file names, lists back to itself, and names no other key.
+    candidates_a = [handle_a, f'{handle_a}~~2', f'{handle_a}~~{MAX_CANDIDATES}']
+    assert candidates_a == [*islice(candidate_handles(handle_a), 2), f'{handle_a}~~{MAX_CANDIDATES}']
+    for candidate in candidates_a:
+        assert len(candidate) <= MAX_WRITTEN_HANDLE_LENGTH
+        names = names_for_handle(candidate)
+        assert names is not None and all(len(name) <= 250 for name in names)
+        assert handle_for_names(names) == candidate
+        if first != second:
+            assert candidate != handle_b and not candidate.startswith(f'{handle_b}~~')

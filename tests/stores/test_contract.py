@@ -11,7 +11,9 @@ import os
 import random
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -26,6 +28,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     RangeReadableStore,
     build_line_index,
 )
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import MAX_WRITTEN_HANDLE_LENGTH
 
 from .conftest import StoreKit
 
@@ -94,13 +97,51 @@ async def test_bytearray_and_memoryview_are_accepted(store: OverflowStore) -> No
     assert await store.read(handle) == b'def'
 
 
-async def test_overwriting_a_key_replaces_payload_and_index(store: OverflowStore) -> None:
-    first = await store.write('run/call/0', b'one\ntwo\nthree\n')
-    second = await store.write('run/call/0', b'four\n')
-    assert first == second
+async def test_a_key_holding_other_bytes_gets_a_distinct_handle(store: OverflowStore) -> None:
+    first = await store.write('run/call_0/0', b'one\ntwo\nthree\n')
+    second = await store.write('run/call_0/0', b'four\n')
+    third = await store.write('run/call_0/0', b'five\nsix\n')
+    assert len({first, second, third}) == 3
+    assert await store.read(first) == b'one\ntwo\nthree\n'
     assert await store.read(second) == b'four\n'
+    assert await store.read(third) == b'five\nsix\n'
     if isinstance(store, LineIndexedStore):
-        assert (await store.line_index(second)).line_count == 1
+        assert [(await store.line_index(h)).line_count for h in (first, second, third)] == [3, 1, 2]
+    if isinstance(store, ListableStore):
+        assert sorted(payload.handle for payload in await store.list('run/call_0/')) == sorted([first, second, third])
+
+
+async def test_the_same_bytes_under_the_same_key_keep_their_handle(store: OverflowStore) -> None:
+    data = log_payload(500)
+    first = await store.write('run/call_0/0', data)
+    other = await store.write('run/call_0/0', data[:-1])  # Same key, same size minus one: different bytes.
+    flipped = await store.write('run/call_0/0', data[:-2] + b'X\n')  # Same size, last bytes differ.
+    assert len({first, other, flipped}) == 3
+    # Replays and retries write the same bytes again: each gets back its own handle, byte-identical.
+    assert await store.write('run/call_0/0', data) == first
+    assert await store.write('run/call_0/0', data[:-1]) == other
+    assert await store.write('run/call_0/0', data[:-2] + b'X\n') == flipped
+    assert await store.read(first) == data
+    assert await store.read(flipped) == data[:-2] + b'X\n'
+    if isinstance(store, ListableStore):
+        assert len(await store.list('run/call_0/')) == 3
+
+
+async def test_concurrent_writers_of_one_key_never_lose_a_payload(store: OverflowStore) -> None:
+    payloads = [f'writer {n}\n'.encode() * (1 + n % 5) for n in range(24)]
+    payloads += payloads[:6]  # Six writers race with the same bytes as another one.
+    handles: list[str] = [''] * len(payloads)
+
+    async def write(position: int) -> None:
+        handles[position] = await store.write('run/call_0/0', payloads[position])
+
+    async with anyio.create_task_group() as group:
+        for position in range(len(payloads)):
+            group.start_soon(write, position)
+    assert len(set(handles)) == 24
+    for handle, data in zip(handles, payloads):
+        assert await store.read(handle) == data
+    assert handles[24:] == handles[:6]
 
 
 DISTINCT_KEYS = [
@@ -362,3 +403,100 @@ async def test_query_tools_on_binary_payload(store: OverflowStore) -> None:
 
     result = await Agent(FunctionModel(model), toolsets=[build_query_toolset(store)]).run('dump it')
     assert 'hex' in result.output.lower() or '00 01 02 03' in result.output
+
+
+# -- keys of any length and alphabet -----------------------------------------------------------------
+
+HOSTILE_KEYS = [
+    'TENANT-ACME-CONVERSATION-' + 'Q' * 62 + '/call_0/0',
+    'A' * 10_000 + '/call_0/0',
+    'a' * 10_000,
+    'a' * 9_999 + 'b',
+    'Q' * 80,
+    'Q' * 81,
+    'q' * 96,
+    'q' * 97,
+    'ü' * 10_000 + '/call/0',
+    '日本語のキー' * 2_000,
+    '🦀' * 2_500 + '/🦀/0',
+    '\x00\x01\x1b[31m\u202e' * 1_000,
+    '\udc80\ud800' * 500,
+    '.' * 300,
+    '~' * 500,
+    '~~2' * 1_000,
+    '=' * 500,
+    'abc=' + '0' * 64,
+    'run/call_0/0~~2',
+    'run/call_0/0~7e~7e2',
+    '/' * 100,
+    '/'.join(['Z' * 300] * 20),
+    'a/b/c/d/e/f/g/' + 'Z' * 10_000,
+    'CON/AUX/NUL.txt',
+]
+
+
+async def test_hostile_long_keys_are_stored_and_read_back(store: OverflowStore) -> None:
+    handles = [await store.write(key, key.encode('utf-8', 'surrogatepass')[:5000] + b'!') for key in HOSTILE_KEYS]
+    assert len(set(handles)) == len(HOSTILE_KEYS)
+    for key, handle in zip(HOSTILE_KEYS, handles):
+        assert handle.isascii() and len(handle) <= MAX_WRITTEN_HANDLE_LENGTH, key[:40]
+        assert await store.read(handle) == key.encode('utf-8', 'surrogatepass')[:5000] + b'!', key[:40]
+    assert handles[0].startswith('TENANT-ACME-CONVERSATION-')  # A long segment keeps a readable prefix.
+    if isinstance(store, ListableStore):
+        listed = [payload.handle for payload in await store.list()]
+        assert sorted(listed) == sorted(handles)
+        for handle in listed:
+            await store.read(handle)
+
+
+async def test_a_candidate_handle_never_names_another_key(store: OverflowStore) -> None:
+    first = await store.write('run/call_0/0', b'first')
+    second = await store.write('run/call_0/0', b'second')
+    literal = await store.write('run/call_0/0~~2', b'literal key')  # The text of the candidate, as a key.
+    assert len({first, second, literal}) == 3
+    assert [await store.read(h) for h in (first, second, literal)] == [b'first', b'second', b'literal key']
+
+
+_KEY_PARTS = st.sampled_from(['run', 'call_0', '0', 'Q' * 90, '~~2', '~', '=', '/', '.', 'ü', 'x' * 120, ''])
+_KEYS = st.one_of(
+    st.text(max_size=40),
+    st.lists(_KEY_PARTS, max_size=6).map(''.join),
+    st.text(alphabet='Qq~=/.-ü', min_size=80, max_size=400),
+)
+_DATA = st.one_of(st.sampled_from([b'', b'a', b'b', b'a\nb\n']), st.binary(max_size=24))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.one_of(_KEYS, st.sampled_from(['run/call_0/0', 'K'])), _DATA), max_size=8))
+async def test_property_distinct_keys_or_data_never_share_a_handle(
+    kit: StoreKit, writes: list[tuple[str, bytes]]
+) -> None:
+    store = kit.make(f'prop{len(kit.cleanups)}')
+    handles = [await store.write(key, data) for key, data in writes]
+    for i, (pair_i, handle_i) in enumerate(zip(writes, handles)):
+        assert await store.read(handle_i) == pair_i[1]
+        for pair_j, handle_j in zip(writes[:i], handles[:i]):
+            assert (handle_i == handle_j) == (pair_i == pair_j), (pair_i, pair_j)
+
+
+async def test_the_longest_handles_fit_every_backend(kit: StoreKit) -> None:
+    namespace = 'long'
+    if kit.kind.startswith('object'):
+        from pydantic_ai_harness.overflowing_tool_output.stores._object import MAX_PREFIX_LENGTH
+
+        namespace = 'n' * (MAX_PREFIX_LENGTH - len('t0123456789ab/'))  # The longest prefix the store accepts.
+    store = kit.make(namespace)
+    key = '/'.join(['Ü' * 10_000] * 12)  # Every segment hashed, more segments than a handle keeps.
+    handles = [await store.write(key, b'payload %d' % n) for n in range(3)]
+    assert len(set(handles)) == 3
+    for n, handle in enumerate(handles):
+        assert len(handle) <= MAX_WRITTEN_HANDLE_LENGTH
+        assert await store.read(handle) == b'payload %d' % n
+    if kit.kind.startswith('object'):  # Every object path is within the 1,024-byte limit of S3.
+        import obstore
+
+        from pydantic_ai_harness.overflowing_tool_output.stores import ObjectStore
+
+        assert isinstance(store, ObjectStore)
+        paths = [meta['path'] for page in obstore.list(store.store, store.prefix) for meta in page]
+        assert len(paths) == 6 and max(len(path.encode()) for path in paths) <= 1024

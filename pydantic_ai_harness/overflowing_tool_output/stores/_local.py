@@ -1,7 +1,8 @@
-"""`LocalFileStore`: one file per payload under an owner-only root, written atomically, read without following links."""
+"""`LocalFileStore`: one file per payload under an owner-only root, published atomically and never replaced."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import secrets
@@ -12,16 +13,24 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import anyio.to_thread
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._paths import MAX_SEGMENTS, handle_for_key, handle_for_names, names_for_handle
+from ._paths import (
+    MAX_CANDIDATES,
+    MAX_SEGMENTS,
+    candidate_handles,
+    handle_for_key,
+    handle_for_names,
+    names_for_handle,
+)
 from ._protocol import HandleNotFoundError, StoredPayload
 
 __all__ = ('LocalFileStore', 'StoreCleanupWarning', 'StoreRootError')
@@ -126,6 +135,13 @@ class _Dir:
         else:
             os.replace(self._child_path(source), self._child_path(target))
 
+    def link(self, source: str, target: str) -> None:
+        """Publish `source` as `target` too; `FileExistsError` when `target` exists (never replaced)."""
+        if self.fd is not None and os.link in os.supports_dir_fd:
+            os.link(source, target, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        else:
+            os.link(self._child_path(source), self._child_path(target))
+
     def unlink(self, name: str) -> None:
         if self.fd is not None:
             os.unlink(name, dir_fd=self.fd)
@@ -226,6 +242,83 @@ def _publish(directory: _Dir, target: str, data: bytes, *, durable: bool) -> os.
     return identity
 
 
+_NO_HARD_LINKS = frozenset(
+    code
+    for code in (getattr(errno, name, None) for name in ('EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV', 'EMLINK'))
+    if code is not None
+)
+"""What `link` fails with on a filesystem without hard links (FAT, some FUSE and SMB mounts)."""
+
+
+def _stem(handle: str, names: list[str]) -> str:
+    candidate = names_for_handle(handle)
+    if candidate is None or candidate[:-1] != names[:-1]:  # pragma: no cover - the encoding guarantees both
+        raise ValueError('LocalFileStore: this key cannot be stored')
+    return candidate[-1]
+
+
+def _holds(directory: _Dir, name: str, data: bytes) -> Literal['missing', 'same', 'different']:
+    """Whether the file `name` is missing, holds exactly `data`, or holds something else (or is not a file)."""
+    try:
+        fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
+    except FileNotFoundError:
+        return 'missing'
+    except (OSError, HandleNotFoundError):
+        return 'different'  # A planted link, a directory, no permission: never ours to reuse.
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+            return 'different'
+        position = 0
+        while position < len(data):
+            block = _read_exact(fd, position, min(_READ_BLOCK, len(data) - position))
+            if not block or block != data[position : position + len(block)]:
+                return 'different'
+            position += len(block)
+        return 'same'
+    finally:
+        os.close(fd)
+
+
+def _link_exclusive(directory: _Dir, temp: str, target: str) -> bool:
+    """Publish `temp` as `target` unless `target` exists; whether it was published."""
+    try:
+        directory.link(temp, target)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+    # No hard links here: check and rename under an exclusive lock on the directory (held across processes).
+    with _locked(directory):
+        try:
+            directory.lstat(target)
+            return False
+        except FileNotFoundError:
+            pass
+        directory.rename(temp, target)
+        return True
+
+
+@contextmanager
+def _locked(directory: _Dir) -> Generator[None]:
+    """Hold `flock` on a directory's descriptor for the block (no lock where that is unsupported)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    if directory.fd is None:  # pragma: no cover - platforms without dir_fd
+        yield
+        return
+    fcntl.flock(directory.fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(directory.fd, fcntl.LOCK_UN)
+
+
 @dataclass
 class _IndexJob:
     store: LocalFileStore
@@ -294,9 +387,10 @@ _PRUNE_STATES: dict[str, _PruneState] = {}
 class LocalFileStore:
     """Spilled payloads as files under an owner-only directory, kept until you prune them.
 
-    Each payload is one file (plus a small line-index sidecar), written to a temp file and renamed into
-    place, so a crash never leaves a partial payload under a handle. Handles are the keys themselves
-    when they are plain (`run/call_1/0`), escaped otherwise; they never contain a filesystem path.
+    Each payload is one file (plus a small line-index sidecar), written to a temp file and hard-linked
+    into place, so a crash never leaves a partial payload under a handle and a stored payload is never
+    replaced. Handles are the keys themselves when they are plain (`run/call_1/0`), escaped otherwise
+    (long segments keep a readable prefix and a hash); they never contain a filesystem path.
 
     The root is created with mode 0700 and refused (with
     [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
@@ -331,15 +425,17 @@ class LocalFileStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` atomically under the handle derived from `key`, and return that handle."""
+        """Store `data` atomically under a handle derived from `key`, and return that handle.
+
+        A stored payload is never replaced: when the key's handle already holds different bytes, the payload
+        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, that handle is
+        returned and nothing is written.
+        """
         handle = handle_for_key(key)
-        names = names_for_handle(handle)
-        if names is None:  # pragma: no cover - handle_for_key only produces valid handles
-            raise ValueError('key cannot be stored')
         payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
-        await _in_thread(lambda: self._write_sync(names, payload))
+        stored = await _in_thread(lambda: self._write_sync(handle, payload))
         self._maybe_schedule_prune()
-        return handle
+        return stored
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none."""
@@ -446,14 +542,17 @@ class LocalFileStore:
             raise
         return directory
 
-    def _write_sync(self, names: list[str], data: bytes) -> None:
+    def _write_sync(self, handle: str, data: bytes) -> str:
+        names = names_for_handle(handle)
+        if names is None:  # pragma: no cover - handle_for_key only produces handles whose names fit
+            raise ValueError('LocalFileStore: this key cannot be stored')
         for attempt in range(_WRITE_ATTEMPTS):
             root = self._open_root(create=True)
             directory: _Dir | None = None
             try:
+                # Every candidate handle differs from `handle` in its last segment only: one directory for all.
                 directory = self._walk(root, names, create=True)
-                self._publish_payload(directory, names, data)
-                return
+                return self._publish_payload(directory, handle, names, data)
             except FileNotFoundError:
                 # A concurrent pruner removed an empty directory between our mkdir and our open: retry.
                 if attempt == _WRITE_ATTEMPTS - 1:
@@ -462,9 +561,55 @@ class LocalFileStore:
                 if directory is not None and directory is not root:
                     directory.close()
                 root.close()
+        raise AssertionError('unreachable')  # pragma: no cover
 
-    def _publish_payload(self, directory: _Dir, names: list[str], data: bytes) -> None:
-        stem = names[-1]
+    def _publish_payload(self, directory: _Dir, handle: str, names: list[str], data: bytes) -> str:
+        """Publish `data` under the first candidate of `handle` that is free or holds the same bytes.
+
+        The payload is written to a temp file once, then hard-linked to the candidate's name: a link never
+        replaces an existing file, so two writers (threads or processes) can never clobber each other's
+        payload, and a reader only ever sees a complete file.
+        """
+        temp: str | None = None
+        identity: os.stat_result | None = None
+        try:
+            for candidate in candidate_handles(handle):
+                stem = _stem(candidate, names)
+                target = stem + _PAYLOAD_SUFFIX
+                for _ in range(_WRITE_ATTEMPTS):
+                    holds = _holds(directory, target, data)
+                    if holds != 'missing':
+                        break
+                    if temp is None or identity is None:
+                        temp, identity = self._write_temp(directory, data)
+                    if len(data) <= INLINE_INDEX_BYTES:
+                        # Small payloads: the sidecar lands before the payload, so it is there from the first read.
+                        index = _sidecar_bytes(build_line_index(data), identity)
+                        _publish(directory, stem + _INDEX_SUFFIX, index, durable=False)
+                    if _link_exclusive(directory, temp, target):
+                        if self.durable:
+                            directory.fsync()
+                        if len(data) > INLINE_INDEX_BYTES:
+                            candidate_names = [*names[:-1], stem]
+                            _INDEXER.submit(_IndexJob(self, candidate_names, data, identity, threading.Event()))
+                        return candidate
+                    # Another writer published this name first: compare with what it wrote.
+                else:  # pragma: no cover - the name kept appearing and vanishing under us
+                    holds = 'different'
+                if holds == 'same':
+                    return candidate
+        finally:
+            if temp is not None:
+                try:
+                    directory.unlink(temp)
+                except OSError:
+                    pass
+        raise ValueError(
+            f'LocalFileStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
+            'not stored (delete or prune old payloads)'
+        )
+
+    def _write_temp(self, directory: _Dir, data: bytes) -> tuple[str, os.stat_result]:
         temp = _temp_name()
         fd = directory.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -472,25 +617,15 @@ class LocalFileStore:
                 _write_all(fd, data)
                 if self.durable:
                     os.fsync(fd)
-                identity = os.fstat(fd)
+                return temp, os.fstat(fd)
             finally:
                 os.close(fd)
-            if len(data) <= INLINE_INDEX_BYTES:
-                # Small payloads: the sidecar lands before the payload, so it is there from the first read.
-                _publish(
-                    directory, stem + _INDEX_SUFFIX, _sidecar_bytes(build_line_index(data), identity), durable=False
-                )
-            directory.rename(temp, stem + _PAYLOAD_SUFFIX)
         except BaseException:
             try:
                 directory.unlink(temp)
             except OSError:
                 pass
             raise
-        if self.durable:
-            directory.fsync()
-        if len(data) > INLINE_INDEX_BYTES:
-            _INDEXER.submit(_IndexJob(self, names, data, identity, threading.Event()))
 
     def write_sidecar(self, names: list[str], index: LineIndex, identity: os.stat_result) -> None:
         """Persist a line index next to the payload for `names` (used by the background indexer)."""

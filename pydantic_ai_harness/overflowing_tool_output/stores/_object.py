@@ -9,7 +9,7 @@ import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio.to_thread
 import obstore
@@ -17,7 +17,7 @@ from obstore.store import LocalStore, ObjectStore as ObstoreBackend
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
 from ._local import StoreCleanupWarning
-from ._paths import handle_for_key
+from ._paths import MAX_CANDIDATES, MAX_WRITTEN_HANDLE_LENGTH, candidate_handles, handle_for_key
 from ._protocol import HandleNotFoundError, StoredPayload
 from ._remote import (
     INDEX_MARKER,
@@ -44,6 +44,9 @@ directory `run/call/0/` that `run/call/0/content` needs on file-system backends.
 
 _INLINE_INDEX_BYTES = 1 << 20
 """Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
+
+MAX_PREFIX_LENGTH = 1024 - len(f'/{PAYLOAD_MARKER}/') - MAX_WRITTEN_HANDLE_LENGTH - len(_LEAF_SUFFIX)
+"""Longest `prefix` (238 characters): every object path then fits the 1,024-byte key limit of S3, GCS and Azure."""
 
 _LIST_CHUNK = 1000
 _STREAM_CHUNK = 4 << 20
@@ -96,6 +99,11 @@ class ObjectStore:
 
     def __post_init__(self) -> None:
         self.prefix = check_namespace(self.prefix, separator='/', what='ObjectStore prefix')
+        if len(self.prefix) > MAX_PREFIX_LENGTH:
+            raise ValueError(
+                f'ObjectStore prefix is {len(self.prefix)} characters long: use at most {MAX_PREFIX_LENGTH}, '
+                'so that every object path fits the 1,024-byte limit of S3, GCS and Azure'
+            )
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError('max_bytes must be 0 or more, or None')
         if self.cleanup_after is not None and self.cleanup_after <= timedelta(0):
@@ -108,7 +116,13 @@ class ObjectStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under the handle derived from `key` (then its line index) and return the handle.
+        """Store `data` under a handle derived from `key` (then its line index) and return the handle.
+
+        A stored payload is never replaced: the payload is put only if its object does not exist yet (a
+        conditional put, `If-None-Match: *` on S3); when the key's handle already holds different bytes, the
+        payload gets the next free candidate handle (`<handle>~~2`, ...), and when it holds the same bytes,
+        that handle is returned. Backends without conditional puts get a check before the put, which two
+        concurrent writers of one key can still race.
 
         Raises:
             PayloadTooLargeError: `data` is larger than `max_bytes`.
@@ -119,18 +133,43 @@ class ObjectStore:
         if error is not None:
             raise error
         handle = handle_for_key(key)
-        put = self._put(self._payload_path(handle), payload, self._expiry_attributes())
-        if len(payload) > _INLINE_INDEX_BYTES:
-            # Index in a worker thread while the upload runs: a spill costs about one upload.
-            result, index = await asyncio.gather(put, anyio.to_thread.run_sync(lambda: build_line_index(payload)))
-        else:
-            index = build_line_index(payload)
-            result = await put
-        try:
-            await self._put(self._index_path(handle), _index_bytes(index, len(payload), result.get('e_tag')), {})
-        except StoreBackendError:
-            pass  # The payload is stored: readers rebuild a missing index.
-        return handle
+        attributes = self._expiry_attributes()
+        index: LineIndex | None = None
+
+        def build_index() -> LineIndex:
+            return build_line_index(payload)
+
+        for position, candidate in enumerate(candidate_handles(handle)):
+            path = self._payload_path(candidate)
+            # The first candidate is usually free: put it straight away. Later ones are compared first, so a
+            # key that holds many payloads costs a metadata request per candidate, not an upload.
+            holds = 'missing' if position == 0 else await self._holds(path, payload)
+            for _ in range(3):
+                if holds != 'missing':
+                    break
+                create = self._create(path, payload, attributes)
+                if index is None and len(payload) > _INLINE_INDEX_BYTES:
+                    # Index in a worker thread while the upload runs: a spill costs about one upload.
+                    result, index = await asyncio.gather(create, anyio.to_thread.run_sync(build_index))
+                else:
+                    index = index or build_index()
+                    result = await create
+                if result is not None:
+                    try:
+                        await self._put(
+                            self._index_path(candidate), _index_bytes(index, len(payload), result.get('e_tag')), {}
+                        )
+                    except StoreBackendError:
+                        pass  # The payload is stored: readers rebuild a missing index.
+                    return candidate
+                # Another writer created it first (or it vanished again right after): compare with what is there.
+                holds = await self._holds(path, payload)
+            if holds == 'same':
+                return candidate
+        raise ValueError(
+            f'ObjectStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
+            'not stored (prune old payloads)'
+        )
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
@@ -281,18 +320,61 @@ class ObjectStore:
         if self._is_expired(attributes, meta):
             raise HandleNotFoundError(NOT_FOUND)
 
-    async def _put(self, path: str, data: bytes, attributes: dict[str, str]) -> obstore.PutResult:
+    async def _put(
+        self, path: str, data: bytes, attributes: dict[str, str], *, mode: Literal['create', 'overwrite'] = 'overwrite'
+    ) -> obstore.PutResult:
+        """Put an object; with `mode='create'`, `_Exists` when one is there (`NotImplementedError`: no such puts)."""
+        refused_attributes = False
         if attributes and self._attributes_supported:
             try:
-                return await obstore.put_async(self.store, path, data, attributes=attributes)
+                return await obstore.put_async(self.store, path, data, attributes=attributes, mode=mode)
             except NotImplementedError:
                 self._attributes_supported = False  # This backend keeps no custom metadata: age rule only.
+                refused_attributes = True
             except Exception as exc:
-                raise _translate(exc, 'write') from exc
+                raise _translate_put(exc) from exc
         try:
-            return await obstore.put_async(self.store, path, data)
+            return await obstore.put_async(self.store, path, data, mode=mode)
+        except NotImplementedError:
+            if refused_attributes:
+                self._attributes_supported = True  # It was the conditional put it refused, not the metadata.
+            raise
         except Exception as exc:
+            raise _translate_put(exc) from exc
+
+    async def _create(self, path: str, data: bytes, attributes: dict[str, str]) -> obstore.PutResult | None:
+        """Put `data` at `path` unless an object is there already (`None` then)."""
+        try:
+            return await self._put(path, data, attributes, mode='create')
+        except _Exists:
+            return None
+        except NotImplementedError:
+            pass  # No conditional puts on this backend: check first (racy between concurrent writers).
+        try:
+            await obstore.head_async(self.store, path)
+            return None
+        except Exception as exc:
+            if not _is_not_found(exc):
+                raise _translate(exc, 'write') from exc
+        return await self._put(path, data, attributes)
+
+    async def _holds(self, path: str, data: bytes) -> Literal['missing', 'same', 'different']:
+        """Whether the payload object at `path` is missing, holds exactly `data` (and is live), or other bytes."""
+        try:
+            result = await obstore.get_async(self.store, path)
+            if self._is_expired(result.attributes, result.meta) or result.meta['size'] != len(data):
+                return 'different'  # An expired payload reads as not found: never hand its handle out again.
+            position = 0
+            async for chunk in result.stream(min_chunk_size=_STREAM_CHUNK):
+                block = bytes(chunk)
+                if data[position : position + len(block)] != block:
+                    return 'different'
+                position += len(block)
+        except Exception as exc:
+            if _is_not_found(exc):
+                return 'missing'
             raise _translate(exc, 'write') from exc
+        return 'same' if position == len(data) else 'different'
 
     async def _head(self, path: str) -> obstore.ObjectMeta:
         """The payload's metadata, or `HandleNotFoundError` when it is missing or expired."""
@@ -395,6 +477,18 @@ async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[o
 def _is_not_found(exc: BaseException) -> bool:
     # obstore raises the built-in FileNotFoundError for missing objects.
     return isinstance(exc, FileNotFoundError)
+
+
+class _Exists(Exception):
+    """A conditional put found an object at its path."""
+
+
+def _translate_put(exc: BaseException) -> Exception:
+    if isinstance(exc, (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError)):
+        return _Exists()
+    if isinstance(exc, obstore.exceptions.NotSupportedError):
+        return NotImplementedError()
+    return _translate(exc, 'write')
 
 
 def _translate(exc: BaseException, what: str) -> Exception:

@@ -1,27 +1,40 @@
-"""Key -> handle -> file name encodings: injective, confined, and readable when the input already is.
+"""Key -> handle -> file name encodings: injective, bounded, confined, and readable when the input already is.
 
 Two layers, each injective:
 
-1. `handle_for_key` turns a store key (any string) into the handle the model sees. Segments made of
-   `[A-Za-z0-9_.:+-]` (not starting with `.`) are kept verbatim, so `run/call_1/0` stays `run/call_1/0`;
-   any other byte is written `~xx` (lowercase hex), an empty segment is `~`, and a segment whose
-   encoding would exceed `MAX_HANDLE_SEGMENT` characters becomes `=` + its SHA-256. Keys with more than
-   `MAX_SEGMENTS` segments keep the rest, escaped, in the last one.
+1. `handle_for_key` turns a store key (any string, of any length) into the handle the model sees. Segments
+   made of `[A-Za-z0-9_.:+-]` (not starting with `.`) are kept verbatim, so `run/call_1/0` stays
+   `run/call_1/0`; any other byte is written `~xx` (lowercase hex) and an empty segment is `~`. A segment
+   whose escaped form is longer than `MAX_HANDLE_SEGMENT` characters, or whose file name would be longer
+   than `MAX_NAME_BYTES` minus room for a candidate suffix, becomes a readable prefix of its escaped form
+   (at most `HASHED_PREFIX` characters, cut between escapes), `=`, and the SHA-256 of the whole segment:
+   `=` never occurs in an escaped segment, so a hashed segment never equals an escaped one. Keys with more
+   than `MAX_SEGMENTS` segments keep the rest, escaped, in the last one.
 2. `names_for_handle` turns a handle (a string the model may have mangled) into one file name per
    segment. Only `[a-z0-9_-]` is kept verbatim and every other byte becomes `~xx`, so two handles that
    differ only in letter case never share a file on a case-insensitive filesystem, no name contains
    `/`, NUL or `.` (so `.`/`..` cannot occur and the `.out` / `.idx` / `.tmp-` suffixes and prefixes
-   cannot collide with a directory), and Windows device names are escaped.
+   cannot collide with a directory), and Windows device names are escaped. `handle_for_names` inverts it
+   exactly, so listing a store gives back handles that read their payloads.
+
+A store never overwrites a payload with another: when the handle of a key already holds different bytes,
+it tries `candidate_handles(handle)` in order, which appends `~~2`, `~~3`, ... to the last segment. An
+escaped or hashed segment never contains `~~` (in an escaped segment `~` is always followed by two hex
+digits, and the empty segment is `~` alone), so a candidate never equals the handle of another key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 
 __all__ = (
+    'MAX_CANDIDATES',
     'MAX_HANDLE_LENGTH',
     'MAX_SEGMENTS',
+    'MAX_WRITTEN_HANDLE_LENGTH',
+    'candidate_handles',
     'handle_for_key',
     'handle_for_names',
     'names_for_handle',
@@ -31,13 +44,26 @@ MAX_SEGMENTS = 8
 """Most segments a handle has (keys with more keep the rest in the last segment)."""
 
 MAX_HANDLE_SEGMENT = 96
-"""Longest readable handle segment; longer ones are replaced by a hash."""
+"""Longest readable handle segment; longer ones are replaced by a prefix and a hash."""
+
+HASHED_PREFIX = 30
+"""Most characters of a long segment's escaped form kept, readable, in front of its hash."""
+
+MAX_CANDIDATES = 1000
+"""Most distinct payloads a store keeps under one key (the handle and its `~~2` ... `~~1000` candidates)."""
 
 MAX_HANDLE_LENGTH = 1024
-"""Longest handle accepted on read (anything produced by `handle_for_key` is shorter)."""
+"""Longest handle accepted on read (anything a store returns is shorter)."""
 
 MAX_NAME_BYTES = 250
-"""Longest file name produced (most filesystems allow 255 bytes)."""
+"""Longest file name produced, before the `.out` / `.idx` suffix (most filesystems allow 255 bytes)."""
+
+_CANDIDATE_SEPARATOR = '~~'
+
+MAX_WRITTEN_HANDLE_LENGTH = (
+    MAX_SEGMENTS * MAX_HANDLE_SEGMENT + (MAX_SEGMENTS - 1) + len(f'{_CANDIDATE_SEPARATOR}{MAX_CANDIDATES}')
+)
+"""Longest handle a store's `write` can return (781 characters, all ASCII)."""
 
 _HANDLE_KEEP = frozenset(b'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:+-')
 _NAME_KEEP = frozenset(b'abcdefghijklmnopqrstuvwxyz0123456789_-')
@@ -45,6 +71,19 @@ _WINDOWS_DEVICE_NAMES = frozenset(
     ['con', 'prn', 'aux', 'nul', *(f'com{i}' for i in range(10)), *(f'lpt{i}' for i in range(10))]
 )
 _ESCAPE = re.compile(r'~([0-9a-f]{2})')
+_SUFFIX_NAME_BYTES = 3 * len(_CANDIDATE_SEPARATOR) + len(str(MAX_CANDIDATES))
+_MAX_BASE_NAME_BYTES = MAX_NAME_BYTES - _SUFFIX_NAME_BYTES
+"""A handle segment is hashed when its file name would leave no room for the longest candidate suffix."""
+
+
+def _hashed(escaped: str, raw: bytes) -> str:
+    end = 0
+    while end < len(escaped):
+        step = 3 if escaped[end] == '~' else 1  # Never split an escape: `~4` alone would read as something else.
+        if end + step > HASHED_PREFIX:
+            break
+        end += step
+    return f'{escaped[:end]}={hashlib.sha256(raw).hexdigest()}'
 
 
 def _escape_segment(segment: str) -> str:
@@ -52,17 +91,21 @@ def _escape_segment(segment: str) -> str:
     if not raw:
         return '~'
     out: list[str] = []
+    length = name_bytes = 0
     for position, byte in enumerate(raw):
         # A leading dot would make `.` / `..` / hidden names readable as such: always escape it.
         if byte in _HANDLE_KEEP and not (position == 0 and byte == 0x2E):
             out.append(chr(byte))
+            length += 1
+            name_bytes += 1 if byte in _NAME_KEEP else 3
         else:
             out.append(f'~{byte:02x}')
-    escaped = ''.join(out)
-    if len(escaped) > MAX_HANDLE_SEGMENT:
-        # `=` never appears in an escaped segment, so hashed and escaped segments cannot collide.
-        return '=' + hashlib.sha256(raw).hexdigest()
-    return escaped
+            length += 3
+            name_bytes += 5  # `~` is escaped again in a file name (`~7e`), the hex digits are kept.
+        if length > MAX_HANDLE_SEGMENT or name_bytes > _MAX_BASE_NAME_BYTES:
+            # Stop escaping here: a 10 MB segment costs its hash, not a 30 MB string.
+            return _hashed(''.join(out), raw)
+    return ''.join(out)
 
 
 def handle_for_key(key: str) -> str:
@@ -71,6 +114,18 @@ def handle_for_key(key: str) -> str:
     if len(segments) > MAX_SEGMENTS:
         segments = [*segments[: MAX_SEGMENTS - 1], '/'.join(segments[MAX_SEGMENTS - 1 :])]
     return '/'.join(_escape_segment(segment) for segment in segments)
+
+
+def candidate_handles(handle: str) -> Iterator[str]:
+    """The handles a store tries, in order, for a key whose `handle_for_key` is `handle`.
+
+    `handle` itself, then `handle~~2` ... `handle~~1000`: a store takes the first that is free or already
+    holds the same bytes, so a payload is never overwritten by another and writing the same bytes again
+    returns the same handle.
+    """
+    yield handle
+    for number in range(2, MAX_CANDIDATES + 1):
+        yield f'{handle}{_CANDIDATE_SEPARATOR}{number}'
 
 
 def _name_for_segment(segment: str) -> str | None:

@@ -29,10 +29,18 @@ class OverflowStore(Protocol):
 
     A handle that is unknown, expired or invalid must raise [`HandleNotFoundError`][pydantic_ai_harness.overflowing_tool_output.HandleNotFoundError]
     (or `KeyError` / `FileNotFoundError`, which the query tools treat the same way).
+
+    A handle never changes its payload. Keys can repeat (the capability's key is
+    `<run_id>/<tool_call_id>/<retry>`, and a model or provider may reuse a tool call id within a run), so
+    `write` must never overwrite a stored payload with other bytes: when the key's handle already holds
+    different bytes, return a distinct handle (the built-in stores try `<handle>~~2`, `<handle>~~3`, ...,
+    which no key's handle contains); when it holds the same bytes, return that same handle, so durable
+    replays and retries stay idempotent. Check and write in one atomic step (a create-if-absent
+    primitive) so that concurrent writers never clobber each other.
     """
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under `key` and return the handle to read it back with."""
+        """Store `data` under a handle derived from `key` and return it; never replace another payload."""
         ...
 
     async def read(self, handle: str) -> bytes:

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._paths import handle_for_key
+from ._paths import MAX_CANDIDATES, candidate_handles, handle_for_key
 from ._protocol import HandleNotFoundError, StoredPayload
 from ._remote import (
     INDEX_MARKER,
@@ -46,15 +46,39 @@ _INLINE_INDEX_BYTES = 1 << 20
 
 _GLOB_SPECIAL = frozenset('*?[]\\')
 
+_PROBE_BATCH = 16
+"""Candidate handles whose sizes are probed per round trip before a payload is sent."""
+
+_CREATE_SCRIPT = """
+local length = redis.call('STRLEN', KEYS[1])
+if length == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  if ARGV[3] == '' then
+    redis.call('SET', KEYS[1], ARGV[1])
+    redis.call('SET', KEYS[2], ARGV[2])
+  else
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  end
+  return 1
+end
+if length == string.len(ARGV[1]) and redis.call('GET', KEYS[1]) == ARGV[1] then
+  return 0
+end
+return -1
+"""
+"""Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, atomically (a script runs
+alone on the server). Returns 1 when stored, 0 when KEYS[1] already holds these bytes, -1 when it holds others."""
+
 
 @dataclass
 class RedisStore:
     """Spilled payloads in Redis: every worker of a service reads what any other wrote.
 
     Each payload is one Redis string under `<namespace>:~p:<handle>`, next to its line index under
-    `<namespace>:~i:<handle>`; both are written in one `MULTI` transaction with the same expiry, so a
-    reader never sees one without the other. The query tools read windows with `GETRANGE`, so paging
-    through a 100 MB payload moves kilobytes, not megabytes.
+    `<namespace>:~i:<handle>`; both are written by one server-side script with the same expiry, so a
+    reader never sees one without the other, and a stored payload is never replaced by another. The
+    query tools read windows with `GETRANGE`, so paging through a 100 MB payload moves kilobytes, not
+    megabytes. The server must allow scripts (`EVALSHA`, `SCRIPT LOAD`) for the store's user.
 
     Construct it from a URL (the store opens and owns its connections, one pool per event loop; call
     `aclose()` when done) or from your own `redis.asyncio.Redis` client (it must not use
@@ -113,7 +137,12 @@ class RedisStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under the handle derived from `key` (payload and index atomically) and return the handle.
+        """Store `data` under a handle derived from `key` (payload and index atomically) and return the handle.
+
+        A stored payload is never replaced: when the key's handle already holds different bytes, the payload
+        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, that handle is
+        returned and nothing is written. The check and the write are one server-side script, so concurrent
+        writers in any process never clobber each other.
 
         Raises:
             PayloadTooLargeError: `data` is larger than `max_bytes`.
@@ -130,15 +159,7 @@ class RedisStore:
             index = build_line_index(payload)
         index_value = _INDEX_HEADER.pack(_INDEX_MAGIC, time.time()) + index.to_bytes()
         expiry = self._expiry_ms()
-
-        async def run(client: Redis) -> None:
-            async with client.pipeline(transaction=True) as pipe:
-                pipe.set(self._payload_key(handle), payload, px=expiry)
-                pipe.set(self._index_key(handle), index_value, px=expiry)
-                await pipe.execute()
-
-        await self._call(run, 'write')
-        return handle
+        return await self._call(lambda client: self._create(client, handle, payload, index_value, expiry), 'write')
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
@@ -293,6 +314,33 @@ class RedisStore:
                 return await pipe.execute()
 
         return await self._call(run, what)
+
+    async def _create(self, client: Redis, handle: str, payload: bytes, index_value: bytes, expiry: int | None) -> str:
+        """Store under the first candidate of `handle` that is free or holds the same bytes; that candidate."""
+        script = client.register_script(_CREATE_SCRIPT)
+        candidates = list(candidate_handles(handle))
+        for start in range(0, len(candidates), _PROBE_BATCH):
+            batch = candidates[start : start + _PROBE_BATCH]
+            # One round trip to skip the candidates that hold a payload of another size without sending ours.
+            async with client.pipeline(transaction=False) as pipe:
+                for candidate in batch:
+                    pipe.exists(self._payload_key(candidate))
+                    pipe.strlen(self._payload_key(candidate))
+                probes: list[Any] = await pipe.execute()
+            for position, candidate in enumerate(batch):
+                exists, length = probes[2 * position], probes[2 * position + 1]
+                if exists and int(length) != len(payload):
+                    continue
+                keys = [self._payload_key(candidate), self._index_key(candidate)]
+                outcome = await script(
+                    keys=keys, args=[payload, index_value, '' if expiry is None else str(expiry)], client=client
+                )
+                if int(outcome) >= 0:
+                    return candidate
+        raise ValueError(
+            f'RedisStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
+            'not stored (delete old payloads or set cleanup_after)'
+        )
 
     async def _rebuild_index(self, handle: str, size: int) -> LineIndex:
         builder = LineIndexBuilder()
