@@ -715,6 +715,31 @@ async def grep_lines_backward(
                 position = line_begin
                 first = False
                 continue
+        if matcher.literal is not None:
+            # A literal is found from the end of the block backward, so only the matches that will be shown are
+            # visited: a block where every line matches costs no more than the lines asked for.
+            tail = await _in_worker(
+                partial(_scan_literal_backward, block, begin, search_end, matcher.literal, max_hits - len(found))
+            )
+            if tail:
+                last_number = await line_of_offset(payload, low + tail[0][1])
+                latest = [
+                    Hit(
+                        last_number - newlines_after + 1,
+                        low + line_begin,
+                        low + hit_at,
+                        low + hit_at + len(matcher.literal),
+                    )
+                    for newlines_after, line_begin, hit_at in tail
+                ][::-1]
+                found = [*latest, *found]
+                total += len(tail)
+            first = False
+            if len(found) >= max_hits:
+                position = low + tail[-1][1]  # the earliest line shown: everything after it was scanned
+                break
+            position = low + begin
+            continue
         scan = await _in_worker(
             partial(
                 _scan_block,
@@ -744,6 +769,30 @@ async def grep_lines_backward(
         first = False
     line = await line_of_offset(payload, position) if position > 0 else 0
     return GrepResult(found, total, position == 0, line, position, long.count, False, long.limit)
+
+
+def _scan_literal_backward(
+    block: bytes, begin: int, search_end: int, literal: bytes, room: int
+) -> list[tuple[int, int, int]]:
+    """The last `room` lines of `block[begin:search_end]` holding `literal`, latest first.
+
+    Each entry is `(newlines between the latest line found and this one, line start, first match in the line)`.
+    """
+    found: list[tuple[int, int, int]] = []
+    end = search_end
+    newlines_after = 0
+    later_start = -1
+    while len(found) < room and end >= begin:
+        at = block.rfind(literal, begin, end)
+        if at == -1:
+            break
+        line_begin = max(block.rfind(b'\n', begin, at) + 1, begin)
+        if later_start != -1:
+            newlines_after += block.count(b'\n', line_begin, later_start)
+        found.append((newlines_after, line_begin, block.find(literal, line_begin, at + len(literal))))
+        later_start = line_begin
+        end = line_begin - 1  # before this line's start, so one line counts once
+    return found
 
 
 @dataclass

@@ -197,6 +197,10 @@ _GROUP_LABEL_RESERVE = 120
 """Characters kept for a group's label line (`-- matches at lines ... --`), which `_group_label` stays within."""
 
 
+_LINES_BEFORE = 5
+"""A suggested read starts this many lines above a match, so the context leading to it comes in the same call."""
+
+
 def _group_label(hits: list[Hit]) -> str:
     """The line above a group of matches: where they are, and the offset to read on from the first."""
     if len(hits) == 1:
@@ -205,7 +209,7 @@ def _group_label(hits: list[Hit]) -> str:
         where = f'matches at lines {", ".join(str(hit.line) for hit in hits)}'
     else:
         where = f'{len(hits)} matches at lines {hits[0].line}-{hits[-1].line}'
-    return f'-- {where} (read from it: offset={hits[0].line - 1}) --'
+    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'
 
 
 def _fit(rendered: list[str], budget: int, *, keep_tail: bool) -> int:
@@ -273,7 +277,7 @@ async def _read_tool_result(
 ) -> str:
     if offset < 0:
         raise ModelRetry(
-            f'offset must be 0 or more (it counts lines to skip; use from_end=True to count from the end), '
+            f'offset must be 0 or more (the line to start at, 1-based; use from_end=True to count from the end), '
             f'got {offset}.'
         )
     if limit < 1:
@@ -299,9 +303,12 @@ async def _read_tool_result(
             return await _read_hex(payload, offset, limit, from_end, unit, caps)
         if unit == 'bytes':
             return await _read_text_bytes(payload, offset, limit, from_end, caps)
+        # Lines are numbered from 1 and `offset` is the number of the first line shown, so any number the model
+        # was shown can be passed back as it is (0 and 1 both mean the start). From the end it counts lines back.
+        skip = offset if from_end else max(offset - 1, 0)
         if pattern is not None:
-            return await _read_matching(payload, pattern, offset, limit, from_end, caps)
-        return await _read_window(payload, offset, limit, from_end, caps)
+            return await _read_matching(payload, pattern, skip, limit, from_end, caps)
+        return await _read_window(payload, skip, limit, from_end, caps)
     except ModelRetry:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
@@ -319,7 +326,7 @@ async def _grep_tool_result(
     offset: int = 0,
 ) -> str:
     if offset < 0:
-        raise ModelRetry(f'offset must be 0 or more (it counts lines to skip before searching), got {offset}.')
+        raise ModelRetry(f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}.')
     if not pattern:
         raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
     _check_pattern(pattern, caps)
@@ -355,13 +362,14 @@ async def _grep_tool_result(
             result = await grep_bytes(payload, matcher, max_hits=max_matches, deadline=deadline, start=offset)
             return await _render_binary_grep(payload, search, result, notes, offset)
         total_lines = payload.index.line_count
-        if offset >= total_lines:
+        skip = max(offset - 1, 0)
+        if skip >= total_lines:
             return (
                 f'offset={offset} is past the end: the stored result {_show(payload.handle)} has {total_lines} lines, '
                 'so there is nothing more to search.'
             )
-        result = await grep_lines(payload, matcher, first_line=offset, max_hits=max_matches, deadline=deadline)
-        return await _render_grep(payload, search, result, notes, caps, offset)
+        result = await grep_lines(payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline)
+        return await _render_grep(payload, search, result, notes, caps, skip)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return _storage_error(payload.handle, exc)
 
@@ -398,8 +406,9 @@ async def _read_window(payload: Payload, offset: int, limit: int, from_end: bool
     if offset >= total:
         side = 'from the end ' if from_end else ''
         return (
-            f'offset={offset} {side}is past the end: the stored result {_show(handle)} has {total} lines. '
-            f'Use an offset from 0 to {total - 1}' + ('.' if from_end else ', or from_end=True to read the last lines.')
+            f'offset={offset if from_end else offset + 1} {side}is past the end: the stored result {_show(handle)} has '
+            f'{total} lines. '
+            + (f'Use an offset from 0 to {total - 1}.' if from_end else 'Use from_end=True to read the last lines.')
         )
     if from_end:
         end = total - offset
@@ -434,11 +443,11 @@ async def _read_window(payload: Payload, offset: int, limit: int, from_end: bool
             footer.append('This is the start of the result.')
         if last_shown < total:
             footer.append(
-                f'{total - last_shown} later lines: {_call(handle, offset=last_shown, **_same_limit(limit))}.'
+                f'{total - last_shown} later lines: {_call(handle, offset=last_shown + 1, **_same_limit(limit))}.'
             )
     elif last_shown < total:
         footer.append(
-            f'{total - last_shown} more lines. Next page: {_call(handle, offset=last_shown, **_same_limit(limit))}.'
+            f'{total - last_shown} more lines. Next page: {_call(handle, offset=last_shown + 1, **_same_limit(limit))}.'
         )
     else:
         footer.append(f'End of the result: line {total} is the last line.')
@@ -455,7 +464,8 @@ async def _read_matching(
         notes.append(f'limit capped at {caps.max_lines} lines')
         limit = caps.max_lines
     if offset >= total:
-        return f'offset={offset} is past the end: the stored result {_show(handle)} has {total} lines.'
+        shown_offset = offset if from_end else offset + 1
+        return f'offset={shown_offset} is past the end: the stored result {_show(handle)} has {total} lines.'
     matcher = Matcher.compile(pattern, is_regex=False)
     deadline = time.monotonic() + caps.time_budget
     if from_end:
@@ -483,7 +493,7 @@ async def _read_matching(
             )
             text += f' The scan used its time budget. Continue further back: {more}.'
         else:
-            more = _call(handle, offset=result.stopped_at_line, pattern=pattern, **_same_limit(limit))
+            more = _call(handle, offset=result.stopped_at_line + 1, pattern=pattern, **_same_limit(limit))
             text += f' The scan used its time budget. Continue: {more}.'
         return text
     hits = result.hits
@@ -522,7 +532,7 @@ async def _read_matching(
                 f'The scan used its time budget after reaching back to line {result.stopped_at_line + 1}. ' + footer
             )
     elif len(lines) < len(result.hits) or not result.complete:  # More hits than shown, or the scan was cut short.
-        next_offset = lines[-1].number if len(lines) < len(result.hits) else result.stopped_at_line
+        next_offset = lines[-1].number + 1 if len(lines) < len(result.hits) else result.stopped_at_line + 1
         footer = (
             f'More may follow. Next page: {_call(handle, offset=next_offset, pattern=pattern, **_same_limit(limit))}.'
         )
@@ -634,7 +644,7 @@ class _GrepCall:
     max_matches: int
 
     def again(self, offset: int) -> str:
-        """The same search, skipping the first `offset` lines (bytes, for a binary result)."""
+        """The same search, from line `offset` (1-based; from byte `offset` for a binary result)."""
         arguments: dict[str, object] = {'pattern': self.pattern}
         if self.is_regex:
             arguments['is_regex'] = True
@@ -681,7 +691,7 @@ async def _render_grep(
     if not result.complete:
         extra.append(
             f'The search used its time budget and stopped at line {result.stopped_at_line} of {total_lines}, so '
-            f'there are at least {result.total} matching lines. Continue: {search.again(result.stopped_at_line)}.'
+            f'there are at least {result.total} matching lines. Continue: {search.again(result.stopped_at_line + 1)}.'
         )
     if not result.hits:
         text = f'No matches for {_show(pattern)} ({kind}) in the stored result {_show(handle)} ({scope_lines}).'
@@ -750,7 +760,7 @@ async def _render_grep(
         more = f'raise max_matches (up to {caps.max_matches}), or ' if search.max_matches < caps.max_matches else ''
         footer.append(
             f'{_count(hidden, "more matching line")} not shown: {more}'
-            f'continue after the last one shown: {search.again(result.hits[shown_hits - 1].line)}.'
+            f'continue after the last one shown: {search.again(result.hits[shown_hits - 1].line + 1)}.'
         )
     footer.extend(extra)
     tail = [f'({" ".join(footer)})'] if footer else []

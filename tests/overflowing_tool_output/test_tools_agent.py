@@ -79,24 +79,24 @@ async def test_model_greps_then_reads_the_needle_in_a_50k_line_payload(store: Ov
         result = last_tool_return(messages)
         seen.append(result)
         if len(seen) == 2:
-            offset = int(re.search(r'read from it: offset=(\d+)', result).group(1))  # type: ignore[union-attr]
+            offset = int(re.search(r'read around it: offset=(\d+)', result).group(1))  # type: ignore[union-attr]
             return ModelResponse(
-                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': offset, 'limit': 3})]
+                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': offset, 'limit': 8})]
             )
-        first_line = result.splitlines()[1]
-        return ModelResponse(parts=[TextPart(f'found: {first_line}')])
+        needle_line = next(line for line in result.splitlines() if NEEDLE in line)
+        return ModelResponse(parts=[TextPart(f'found: {needle_line}')])
 
     agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
     result = await agent.run('find the error')
     grep_output, read_output = seen[1], seen[2]
     assert grep_output.startswith("1 matching line for 'needle-7f3a'")
     assert f'>27183| {NEEDLE}' in grep_output
-    assert 'offset=27182' in grep_output
+    assert 'read around it: offset=27178' in grep_output  # the suggested read starts a few lines above the match
     assert read_output.splitlines()[0] == (
-        f"Stored result 'run-1/call_big/0': lines 27183-27185 of 50000 ({len(big_log())} bytes):"
+        f"Stored result 'run-1/call_big/0': lines 27178-27185 of 50000 ({len(big_log())} bytes):"
     )
     assert result.output == f'found: 27183| {NEEDLE}'
-    assert 'Next page: read_tool_result(handle=' in read_output and 'offset=27185' in read_output
+    assert 'Next page: read_tool_result(handle=' in read_output and 'offset=27186' in read_output
 
 
 async def test_model_pages_from_the_end_and_by_pattern(store: OverflowStore) -> None:
@@ -123,7 +123,7 @@ async def test_bad_arguments_retry_with_a_precise_message_and_the_run_recovers(s
             ('grep_tool_result', {'handle': handle, 'pattern': ''}),
             ('grep_tool_result', {'handle': handle, 'pattern': '(?<=x)y', 'is_regex': True}),
             ('grep_tool_result', {'handle': handle, 'pattern': 'a\nb'}),
-            ('read_tool_result', {'handle': handle, 'offset': 1, 'limit': 1}),
+            ('read_tool_result', {'handle': handle, 'offset': 2, 'limit': 1}),
         ]
     )
     feedback: list[str] = []
@@ -231,7 +231,7 @@ async def test_outputs_are_capped_and_long_lines_cut(tmp_path: Path) -> None:
     assert 'output capped at 5000 characters' in answer
     shown = [line for line in answer.splitlines() if '| ' in line]
     next_offset = int(re.search(r'offset=(\d+), limit=500\)', answer).group(1))  # type: ignore[union-attr]
-    assert next_offset == len(shown)
+    assert next_offset == len(shown) + 1  # the number of the first line not shown
 
 
 @pytest.mark.parametrize('context_lines', [0, 2, 10])
@@ -247,14 +247,14 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     assert len(answer) <= QueryLimits().max_output_chars
     shown = int(re.search(r'Showing the first (\d+) ', answer).group(1))  # type: ignore[union-attr]
     assert 1 <= shown < 100
-    assert f'-- {shown} matches at lines 1-{shown} (read from it: offset=0) --' in answer
+    assert f'-- {shown} matches at lines 1-{shown} (read around it: offset=1) --' in answer
     # The next page starts after the last match shown, and the call that continues the search says so.
-    assert f'max_matches=100, offset={shown})' in answer
+    assert f'max_matches=100, offset={shown + 1})' in answer
     assert 'output capped at 20000 characters' in answer
-    following = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines, offset=shown)
-    assert f'-- match at line {shown + 1} (read from it: offset={shown}) --' in following or (
-        f'matches at lines {shown + 1}' in following
+    following = await grep(
+        handle=handle, pattern='hit', max_matches=100, context_lines=context_lines, offset=shown + 1
     )
+    assert f'matches at lines {shown + 1}-' in following or f'match at line {shown + 1} ' in following
 
 
 async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> None:
@@ -263,10 +263,10 @@ async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> 
         'r/c/0', ''.join(f'line {i} {"ok" if i % 3 else "hit"}\n' for i in range(1_000)).encode()
     )
     read: Any = build_query_toolset(store).tools['read_tool_result'].function
-    assert f"Next page: read_tool_result(handle='{handle}', offset=7, limit=7)." in await read(handle=handle, limit=7)
-    assert 'offset=200).' in await read(handle=handle)  # the default limit is not repeated
+    assert f"Next page: read_tool_result(handle='{handle}', offset=8, limit=7)." in await read(handle=handle, limit=7)
+    assert 'offset=201).' in await read(handle=handle)  # the default limit is not repeated
     by_pattern = await read(handle=handle, pattern='hit', limit=5)
-    assert f"Next page: read_tool_result(handle='{handle}', offset=13, pattern='hit', limit=5)." in by_pattern
+    assert f"Next page: read_tool_result(handle='{handle}', offset=14, pattern='hit', limit=5)." in by_pattern
     from_end = await read(handle=handle, from_end=True, limit=50)
     assert f"Previous page: read_tool_result(handle='{handle}', offset=50, from_end=True, limit=50)." in from_end
 

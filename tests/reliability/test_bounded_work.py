@@ -8,6 +8,7 @@ answers within about a second of CPU, saying how far it got when its time budget
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -352,3 +353,54 @@ def test_re2_never_capture_keeps_the_match_span() -> None:
     compiled: Any = re2.compile(b'b(c)', options)
     match = compiled.search(b'xx abc yy')
     assert (match.start(), match.end()) == (4, 6)
+
+
+class _WholeReadStore:
+    """The narrowest store: `read` only, so the payload is scanned from memory."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def write(self, key: str, data: bytes) -> str:
+        self.data = data
+        return key
+
+    async def read(self, handle: str) -> bytes:
+        return self.data
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.text('ab\n x', max_size=30), max_size=60),
+    needle=st.sampled_from(['a', 'ab', 'x', 'b b']),
+    room=st.integers(1, 10),
+    block=st.sampled_from([8, 16, 64, 1 << 20]),
+    end_back=st.integers(0, 5),
+)
+def test_backward_scans_find_exactly_the_last_matches(
+    monkeypatch: pytest.MonkeyPatch, lines: list[str], needle: str, room: int, block: int, end_back: int
+) -> None:
+    """The backward scan (every block size, literal and regex) returns the same hits as a forward keep-last scan."""
+    import anyio
+
+    from pydantic_ai_harness.overflowing_tool_output import _query
+
+    monkeypatch.setattr(_query, 'BACKWARD_BLOCK', block)
+    data = '\n'.join(lines).encode()
+
+    async def both() -> None:
+        payload = await _query.open_payload(_WholeReadStore(data), 'r')
+        end_line = max(payload.index.line_count - end_back, 0)
+        for is_regex in (False, True):
+            matcher = _query.Matcher.compile(re.escape(needle) if is_regex else needle, is_regex=is_regex)
+            forward = await _query.grep_lines(
+                payload, matcher, end_line=end_line, max_hits=room, keep_last=True, deadline=math.inf
+            )
+            backward = await _query.grep_lines_backward(
+                payload, matcher, end_line=end_line, max_hits=room, deadline=math.inf
+            )
+            assert [(h.line, h.line_start, h.match_start) for h in backward.hits] == [
+                (h.line, h.line_start, h.match_start) for h in forward.hits
+            ]
+
+    anyio.run(both)

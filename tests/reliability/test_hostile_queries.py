@@ -125,7 +125,7 @@ HOSTILE: list[tuple[str, str]] = [
 ]
 
 CHECK = {
-    R: ('{"handle": "<text>", "offset": 1, "limit": 1}', '2| line 2 value=14 \ufffd'),
+    R: ('{"handle": "<text>", "offset": 2, "limit": 1}', '2| line 2 value=14 \ufffd'),
     G: ('{"handle": "<text>", "pattern": "value=420000 "}', '>60000| line 60000 value=420000 '),
 }
 """A sound call per tool, sent after every hostile one: its answer proves the run and the tool still work (and a
