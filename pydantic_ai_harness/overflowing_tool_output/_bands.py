@@ -49,6 +49,12 @@ class TruncationStrategy(str, Enum):
 class Passthrough:
     """Leave the matching return untouched: an explicit no-op for a band or a `per_tool` list."""
 
+    then: Action | None = None
+    """Accepted like every action's `then`, and never used: leaving a return as it is always succeeds."""
+
+    def __post_init__(self) -> None:
+        _check_then(self.then, 'Passthrough')
+
 
 @dataclass(frozen=True)
 class Truncate:

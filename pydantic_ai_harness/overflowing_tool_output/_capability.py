@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
+from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
     CONTENT_PREFIX,
     VALUE_PREFIX,
@@ -180,6 +181,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
     _summary_locks: dict[str, anyio.Lock] = field(init=False, repr=False, compare=False)
+    _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -191,6 +193,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.tokenizer is not None and not callable(self.tokenizer):
             raise TypeError('tokenizer must be a callable `(text: str) -> int`')
         validate_summary_prompt(self.summary_prompt)
+        check_tool_filter(self.tool_filter)
+        if self.store is not None:
+            check_store(self.store)
         self._resolved_store = self.store if self.store is not None else LocalFileStore()
         # Durable summarizer operations address their action by its position here: an int crosses a durable
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
@@ -234,6 +239,31 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """The `read_tool_result` and `grep_tool_result` tools the model pages back into spills with."""
         return build_query_toolset(self._resolved_store)
 
+    async def prepare_tools(self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """At a run's first step, warn about settings the run shows to be wrong; the tools are left as they are.
+
+        The first step is the first time the agent's tools are known (toolsets such as MCP servers list them
+        per run): each `per_tool` / `tool_filter` name no tool has gets a warning with the closest tool name.
+        A `LocalFileStore` root that writes would fail on is reported here too, before the first spill.
+        """
+        if ctx.run_step <= 1:
+            for message in unknown_tool_names(self.per_tool, self.tool_filter, (tool.name for tool in tool_defs)):
+                _warn(message)
+            await self._check_store_root(ctx)
+        return tool_defs
+
+    async def _check_store_root(self, ctx: RunContext[AgentDepsT]) -> None:
+        """Warn once about an unusable `LocalFileStore` root (the operator's problem, never shown to the model)."""
+        store = self._resolved_store
+        if ctx.in_durable_context or not isinstance(store, LocalFileStore):
+            return  # workflow code does no file I/O; other stores report their failures on write
+        if not uses_store((self._bands_desc, *self._per_tool_desc.values())):
+            return
+        problem = await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
+        if problem is not None and problem != self._reported_root_problem:
+            _warn(f'Spills will fail and fall back to their `then` action: {problem}')
+        self._reported_root_problem = problem
+
     async def after_tool_execute(
         self,
         ctx: RunContext[AgentDepsT],
@@ -252,6 +282,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return await self._reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
             raise  # a configuration that cannot work is the user's to fix, not a run-time fallback
+        except OverflowingToolOutputWarning:
+            raise  # one of our warnings, raised by a filter set to "error": pass it on as it is, not wrapped again
         except Exception as exc:  # noqa: BLE001 - the run must never die here
             _warn(f'OverflowingToolOutput failed on the result of `{call.tool_name}` and left it as is: {exc!r}')
             return result
@@ -348,6 +380,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if band is None:
             return self._left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':
+            if isinstance(band.action, Passthrough):
+                return None  # no reduction was asked for, so there is nothing that could not be done
             _warn(
                 f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and cannot be '
                 'reduced safely; it was left as is'
@@ -632,6 +666,9 @@ async def _report(
 
 
 def _warn(message: str) -> None:
+    # Logged every time, for operators; the warning (shown once per message by Python's default filter) is for
+    # developers and test suites that turn warnings into errors.
+    logger.warning(message)
     warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
 
 
