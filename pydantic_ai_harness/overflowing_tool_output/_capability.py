@@ -39,7 +39,7 @@ from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
-from ._truncate import truncate_text
+from ._truncate import truncate_rendered
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
@@ -445,7 +445,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if isinstance(action, Truncate):
             if rendered.kind == 'binary':
                 return None, 'binary data cannot be truncated'
-            return _Reduced(truncate_text(rendered.text, action.max_chars, action.strategy), 'truncate'), ''
+            return _Reduced(truncate_rendered(rendered, action.max_chars, action.strategy), 'truncate'), ''
         if isinstance(action, Spill):
             return await self._spill(action, ctx, call, rendered, unit, tokens)
         return await self._summarize(action, ctx, call, rendered, unit)
