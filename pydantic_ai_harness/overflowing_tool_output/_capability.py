@@ -37,10 +37,11 @@ from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
-from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
+from ._summarize import OverflowConfigurationError, Summary, SummaryRequest, mark_summary, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_rendered
 from .stores import LocalFileStore, OverflowStore
+from .stores._paths import handle_for_key
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
 
@@ -110,13 +111,19 @@ class SummaryOutcome:
     """What the durable summarizer operation reports back; plain data, so it crosses a durable boundary."""
 
     summary: str | None
-    """The marked summary, or `None` when there is none."""
+    """The summary (not yet labelled), or `None` when there is none."""
 
     reason: str = ''
     """Why there is no summary."""
 
     configuration_error: bool = False
     """The configuration cannot work (e.g. no request model): the caller raises, it does not fall back."""
+
+    chunks: int = 1
+    """How many parts the output was summarized in."""
+
+    uncovered_chars: int = 0
+    """Characters at the end of the output that were too many to summarize."""
 
 
 @dataclass
@@ -534,7 +541,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             summary, reason = await summarize_text(action, request, own)
         except OverflowConfigurationError as exc:
             return SummaryOutcome(None, str(exc), configuration_error=True), RunUsage()
-        return SummaryOutcome(summary, reason), own.usage - before
+        if summary is None:
+            return SummaryOutcome(None, reason), own.usage - before
+        return SummaryOutcome(summary.text, chunks=summary.chunks, uncovered_chars=summary.uncovered_chars), (
+            own.usage - before
+        )
 
     async def _spill(
         self,
@@ -583,20 +594,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     ) -> tuple[_Reduced | None, str]:
         if rendered.kind == 'binary':
             return None, 'binary data cannot be summarized'
-        handle: str | None = None
-        nbytes: int | None = None
-        if action.keep_original:
-            _, data = stored_form(rendered)
-            handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, action.store_timeout)
-            if handle is None:
-                _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')
-            else:
-                nbytes = len(data)
         request = SummaryRequest(
             tool_name=call.tool_name,
             text=rendered.text,
             prompt_template=self.summary_prompt,
-            handle=handle,
             lines=count_lines(rendered.text),
         )
         index = next(i for i, known in enumerate(self._summarize_actions) if known is action)
@@ -611,8 +612,43 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 raise OverflowConfigurationError(outcome.reason)
             ctx.usage.incr(usage)
         if outcome.summary is None:
-            return None, outcome.reason
-        return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
+            return None, outcome.reason  # nothing was stored: the original is kept only next to a summary
+        summary = Summary(outcome.summary, outcome.chunks, outcome.uncovered_chars)
+        key = self._key(ctx, call, unit)
+        # Decide before writing: a summary that would not be shorter is no summary, and its original would be
+        # stored for nothing (`handle_for_key` is the handle the built-in stores return for this key).
+        if len(mark_summary(request, summary, handle_for_key(key) if action.keep_original else None)) >= len(
+            rendered.text
+        ):
+            return None, 'the summary was not shorter than the output'
+        handle: str | None = None
+        nbytes: int | None = None
+        if action.keep_original:
+            _, data = stored_form(rendered)
+            handle, reason = await self._write(ctx, key, data, action.store_timeout)
+            if handle is None:
+                _warn(
+                    f'The original output of `{call.tool_name}` could not be kept ({reason}); '
+                    'the summary says so and is used without it'
+                )
+            else:
+                nbytes = len(data)
+        marked = mark_summary(request, summary, handle)
+        if handle is not None and len(marked) >= len(rendered.text):
+            # A custom store's long handle made the label too long: withdraw the original along with the summary.
+            await self._discard(ctx, handle)
+            return None, 'the summary was not shorter than the output'
+        return _Reduced(marked, 'summarize', handle, nbytes), ''
+
+    async def _discard(self, ctx: RunContext[AgentDepsT], handle: str) -> None:
+        """Delete a payload nothing will point to, when the store can delete and this is not workflow code."""
+        delete = getattr(self._resolved_store, 'delete', None)
+        if ctx.in_durable_context or delete is None:
+            return
+        try:
+            await delete(handle)
+        except Exception as exc:  # noqa: BLE001 - a failed clean-up must not fail the run
+            _warn(f'A stored original nothing points to could not be deleted: {exc!r}')
 
 
 def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:

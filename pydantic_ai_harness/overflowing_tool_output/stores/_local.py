@@ -192,10 +192,12 @@ def root_problem(root: str) -> str | None:
             f'the LocalFileStore root {root} has mode {stat.S_IMODE(info.st_mode):04o} but must be 0700 (owner '
             f'only); fix it with `chmod 700 {root}`, or {_ELSEWHERE}'
         )
+    if _read_only_mount(root):
+        return f'the LocalFileStore root {root} is on a read-only file system; remount it read-write, or {_ELSEWHERE}'
     if not os.access(root, os.W_OK | os.X_OK):
         return (
-            f'the LocalFileStore root {root} is not writable by this user; fix it with `chmod 700 {root}`, '
-            f'or {_ELSEWHERE}'
+            f'the LocalFileStore root {root} is not writable by this user; make it writable (`chmod 700 {root}`; '
+            f'`lsattr -d {root}` shows an immutable flag), or {_ELSEWHERE}'
         )
     return None
 
@@ -203,6 +205,16 @@ def root_problem(root: str) -> str | None:
 _ELSEWHERE = (
     'pass LocalFileStore(base_dir=...) a directory only this user can use (the store creates it with mode 0700)'
 )
+
+
+def _read_only_mount(path: str) -> bool:
+    statvfs = getattr(os, 'statvfs', None)
+    if statvfs is None:  # pragma: no cover - Windows
+        return False
+    try:
+        return bool(statvfs(path).f_flag & getattr(os, 'ST_RDONLY', 1))
+    except OSError:
+        return False
 
 
 def _uncreatable_root(root: str) -> str | None:
