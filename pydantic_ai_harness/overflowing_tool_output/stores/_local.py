@@ -173,7 +173,7 @@ def root_problem(root: str) -> str | None:
     """Why a `LocalFileStore` at `root` could not write now, naming the directory and the fix; `None` if it could."""
     try:
         info = os.lstat(root)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return _uncreatable_root(root)
     except OSError as exc:
         return f'the LocalFileStore root {root} cannot be examined ({exc.strerror}); {_ELSEWHERE}'
