@@ -26,6 +26,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     OverflowingToolOutputWarning,
     Passthrough,
     Spill,
+    Summarize,
     Truncate,
     build_query_toolset,
 )
@@ -379,3 +380,23 @@ async def test_no_multimodal_warning_when_no_reduction_was_asked_for(bands: list
     run = await run_tool(OverflowingToolOutput(bands=bands), lambda: MIXED)  # warnings are errors here
     assert run.returned() == 'ok'
     assert run.user_texts()[0][0] == MIXED.content[0]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ('action', 'options', 'error', 'message'),
+    [
+        (Spill, {'timeout': '30'}, TypeError, r'Spill\.timeout must be a positive number of seconds, got str'),
+        (Spill, {'timeout': True}, TypeError, r'Spill\.timeout must be a positive number of seconds, got bool'),
+        (Spill, {'timeout': math.nan}, ValueError, r'Spill\.timeout must be a positive number of seconds'),
+        (Summarize, {'store_timeout': '5'}, TypeError, r'Summarize\.store_timeout must be a positive number'),
+        (Summarize, {'max_chunks': '3'}, TypeError, r'Summarize\.max_chunks must be an int, got str'),
+        (Summarize, {'max_input_chars': 5_000.0}, TypeError, r'Summarize\.max_input_chars must be an int'),
+        (Summarize, {'keep_original': 'no'}, TypeError, r'Summarize\.keep_original must be True or False'),
+    ],
+    ids=repr,
+)
+def test_action_numbers_of_the_wrong_type_name_the_field(
+    action: type[Any], options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        action(**options)
