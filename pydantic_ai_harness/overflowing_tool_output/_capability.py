@@ -617,9 +617,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         key = self._key(ctx, call, unit)
         # Decide before writing: a summary that would not be shorter is no summary, and its original would be
         # stored for nothing (`handle_for_key` is the handle the built-in stores return for this key).
-        if len(mark_summary(request, summary, handle_for_key(key) if action.keep_original else None)) >= len(
-            rendered.text
-        ):
+        expected_handle = handle_for_key(key) if action.keep_original else None
+        if len(mark_summary(request, summary, expected_handle)) >= len(rendered.text):
             return None, 'the summary was not shorter than the output'
         handle: str | None = None
         nbytes: int | None = None
