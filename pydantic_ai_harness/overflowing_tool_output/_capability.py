@@ -194,6 +194,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self._bands_desc = sorted_bands(self.bands, 'bands')
         if not isinstance(self.per_tool, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f'per_tool must be a mapping of tool name to bands, got {type(self.per_tool).__name__}')
+        for name in self.per_tool:
+            if not isinstance(name, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise TypeError(f'per_tool keys must be tool names (str), got {type(name).__name__} {name!r}')
         self._per_tool_desc = {
             name: sorted_bands(tool_bands, f'per_tool[{name!r}]') for name, tool_bands in self.per_tool.items()
         }

@@ -291,6 +291,11 @@ def test_a_tool_filter_that_is_no_tool_selector_is_refused_at_construction(bad: 
         OverflowingToolOutput(tool_filter=bad)
 
 
+def test_a_per_tool_key_that_is_no_name_is_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match=r'per_tool keys must be tool names \(str\), got int 1'):
+        OverflowingToolOutput(per_tool={1: []})  # type: ignore[dict-item]
+
+
 @pytest.mark.parametrize(
     'selector', ['all', 'read_file', ['read_file'], ('read_file',), {'tier': 1}, lambda ctx, td: True], ids=repr
 )
