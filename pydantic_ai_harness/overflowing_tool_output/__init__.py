@@ -11,6 +11,7 @@ from . import stores as _stores
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
+from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
 from ._summarize import OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
 from .stores import (
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
+    'GREP_TOOL_NAME',
+    'READ_TOOL_NAME',
     'Action',
     'Band',
     'DeletableStore',

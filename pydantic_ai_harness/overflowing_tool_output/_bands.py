@@ -49,6 +49,12 @@ class TruncationStrategy(str, Enum):
 class Passthrough:
     """Leave the matching return untouched: an explicit no-op for a band or a `per_tool` list."""
 
+    then: Action | None = None
+    """Accepted like every action's `then`, and never used: leaving a return as it is always succeeds."""
+
+    def __post_init__(self) -> None:
+        _check_then(self.then, 'Passthrough')
+
 
 @dataclass(frozen=True)
 class Truncate:
@@ -117,8 +123,7 @@ class Spill:
             raise TypeError(f'Spill.preview_chars must be an int, got {type(self.preview_chars).__name__}')
         if self.preview_chars < MIN_TRUNCATE_CHARS:
             raise ValueError(f'Spill.preview_chars must be at least {MIN_TRUNCATE_CHARS}, got {self.preview_chars}')
-        if not self.timeout > 0:
-            raise ValueError(f'Spill.timeout must be a positive number of seconds, got {self.timeout!r}')
+        _check_seconds(self.timeout, 'Spill.timeout')
         _check_then(self.then, 'Spill')
 
 
@@ -159,14 +164,11 @@ class Summarize:
     """Seconds the write of the original may take; past it the summary is kept without the original."""
 
     def __post_init__(self) -> None:
-        if self.max_input_chars < 1_000:
-            raise ValueError(f'Summarize.max_input_chars must be at least 1000, got {self.max_input_chars}')
-        if self.max_chunks < 1:
-            raise ValueError(f'Summarize.max_chunks must be at least 1, got {self.max_chunks}')
-        if not self.store_timeout > 0:
-            raise ValueError(
-                f'Summarize.store_timeout must be a positive number of seconds, got {self.store_timeout!r}'
-            )
+        _check_int(self.max_input_chars, 'Summarize.max_input_chars', 1_000)
+        _check_int(self.max_chunks, 'Summarize.max_chunks', 1)
+        if not isinstance(self.keep_original, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'Summarize.keep_original must be True or False, got {self.keep_original!r}')
+        _check_seconds(self.store_timeout, 'Summarize.store_timeout')
         if self.summarize is not None and not callable(self.summarize):
             raise TypeError('Summarize.summarize must be a callable `(tool_name, text) -> str`')
         _check_then(self.then, 'Summarize')
@@ -176,6 +178,20 @@ Action: TypeAlias = 'Passthrough | Truncate | Spill | Summarize'
 """Any reduction action."""
 
 _ACTION_TYPES = (Passthrough, Truncate, Spill, Summarize)
+
+
+def _check_seconds(value: object, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f'{where} must be a positive number of seconds, got {type(value).__name__} {value!r}')
+    if not value > 0:  # also refuses NaN
+        raise ValueError(f'{where} must be a positive number of seconds, got {value!r}')
+
+
+def _check_int(value: object, where: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f'{where} must be an int, got {type(value).__name__} {value!r}')
+    if value < minimum:
+        raise ValueError(f'{where} must be at least {minimum}, got {value}')
 
 
 def _check_then(then: object, owner: str) -> None:

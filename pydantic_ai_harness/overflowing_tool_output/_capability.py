@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
+from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
     CONTENT_PREFIX,
     VALUE_PREFIX,
@@ -36,10 +37,11 @@ from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
-from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
+from ._summarize import OverflowConfigurationError, Summary, SummaryRequest, mark_summary, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
-from ._truncate import truncate_text
+from ._truncate import truncate_rendered
 from .stores import LocalFileStore, OverflowStore
+from .stores._paths import handle_for_key
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
 
@@ -112,13 +114,19 @@ class SummaryOutcome:
     """What the durable summarizer operation reports back; plain data, so it crosses a durable boundary."""
 
     summary: str | None
-    """The marked summary, or `None` when there is none."""
+    """The summary (not yet labelled), or `None` when there is none."""
 
     reason: str = ''
     """Why there is no summary."""
 
     configuration_error: bool = False
     """The configuration cannot work (e.g. no request model): the caller raises, it does not fall back."""
+
+    chunks: int = 1
+    """How many parts the output was summarized in."""
+
+    uncovered_chars: int = 0
+    """Characters at the end of the output that were too many to summarize."""
 
 
 @dataclass
@@ -183,17 +191,24 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
     _summary_locks: dict[str, anyio.Lock] = field(init=False, repr=False, compare=False)
+    _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
         if not isinstance(self.per_tool, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f'per_tool must be a mapping of tool name to bands, got {type(self.per_tool).__name__}')
+        for name in self.per_tool:
+            if not isinstance(name, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise TypeError(f'per_tool keys must be tool names (str), got {type(name).__name__} {name!r}')
         self._per_tool_desc = {
             name: sorted_bands(tool_bands, f'per_tool[{name!r}]') for name, tool_bands in self.per_tool.items()
         }
         if self.tokenizer is not None and not callable(self.tokenizer):
             raise TypeError('tokenizer must be a callable `(text: str) -> int`')
         validate_summary_prompt(self.summary_prompt)
+        check_tool_filter(self.tool_filter)
+        if self.store is not None:
+            check_store(self.store)
         self._resolved_store = self.store if self.store is not None else LocalFileStore()
         # Durable summarizer operations address their action by its position here: an int crosses a durable
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
@@ -237,6 +252,31 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """The `read_tool_result` and `grep_tool_result` tools the model pages back into spills with."""
         return build_query_toolset(self._resolved_store)
 
+    async def prepare_tools(self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """At a run's first step, warn about settings the run shows to be wrong; the tools are left as they are.
+
+        The first step is the first time the agent's tools are known (toolsets such as MCP servers list them
+        per run): each `per_tool` / `tool_filter` name no tool has gets a warning with the closest tool name.
+        A `LocalFileStore` root that writes would fail on is reported here too, before the first spill.
+        """
+        if ctx.run_step <= 1:
+            for message in unknown_tool_names(self.per_tool, self.tool_filter, (tool.name for tool in tool_defs)):
+                _warn(message)
+            await self._check_store_root(ctx)
+        return tool_defs
+
+    async def _check_store_root(self, ctx: RunContext[AgentDepsT]) -> None:
+        """Warn once about an unusable `LocalFileStore` root (the operator's problem, never shown to the model)."""
+        store = self._resolved_store
+        if ctx.in_durable_context or not isinstance(store, LocalFileStore):
+            return  # workflow code does no file I/O; other stores report their failures on write
+        if not uses_store((self._bands_desc, *self._per_tool_desc.values())):
+            return
+        problem = await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
+        if problem is not None and problem != self._reported_root_problem:
+            _warn(f'Spills will fail and fall back to their `then` action: {problem}')
+        self._reported_root_problem = problem
+
     async def after_tool_execute(
         self,
         ctx: RunContext[AgentDepsT],
@@ -255,6 +295,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return await self._reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
             raise  # a configuration that cannot work is the user's to fix, not a run-time fallback
+        except OverflowingToolOutputWarning:
+            raise  # one of our warnings, raised by a filter set to "error": pass it on as it is, not wrapped again
         except Exception as exc:  # noqa: BLE001 - the run must never die here
             _warn(f'OverflowingToolOutput failed on the result of `{call.tool_name}` and left it as is: {exc!r}')
             return result
@@ -354,6 +396,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if band is None:
             return self._left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':
+            if isinstance(band.action, Passthrough):
+                return None  # no reduction was asked for, so there is nothing that could not be done
             _warn(
                 f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and cannot be '
                 'reduced safely; it was left as is'
@@ -417,7 +461,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if isinstance(action, Truncate):
             if rendered.kind == 'binary':
                 return None, 'binary data cannot be truncated'
-            return _Reduced(truncate_text(rendered.text, action.max_chars, action.strategy), 'truncate'), ''
+            return _Reduced(truncate_rendered(rendered, action.max_chars, action.strategy), 'truncate'), ''
         if isinstance(action, Spill):
             return await self._spill(action, ctx, call, rendered, unit, tokens)
         return await self._summarize(action, ctx, call, rendered, unit)
@@ -506,7 +550,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             summary, reason = await summarize_text(action, request, own)
         except OverflowConfigurationError as exc:
             return SummaryOutcome(None, str(exc), configuration_error=True), RunUsage()
-        return SummaryOutcome(summary, reason), own.usage - before
+        if summary is None:
+            return SummaryOutcome(None, reason), own.usage - before
+        return SummaryOutcome(summary.text, chunks=summary.chunks, uncovered_chars=summary.uncovered_chars), (
+            own.usage - before
+        )
 
     async def _spill(
         self,
@@ -552,20 +600,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     ) -> tuple[_Reduced | None, str]:
         if rendered.kind == 'binary':
             return None, 'binary data cannot be summarized'
-        handle: str | None = None
-        nbytes: int | None = None
-        if action.keep_original:
-            _, data = stored_form(rendered)
-            handle, reason = await self._write(ctx, self._key(ctx, call, unit), data, action.store_timeout)
-            if handle is None:
-                _warn(f'The original output of `{call.tool_name}` could not be kept ({reason}); summarizing anyway')
-            else:
-                nbytes = len(data)
         request = SummaryRequest(
             tool_name=call.tool_name,
             text=rendered.text,
             prompt_template=self.summary_prompt,
-            handle=handle,
             lines=count_lines(rendered.text),
         )
         index = next(i for i, known in enumerate(self._summarize_actions) if known is action)
@@ -580,8 +618,42 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 raise OverflowConfigurationError(outcome.reason)
             ctx.usage.incr(usage)
         if outcome.summary is None:
-            return None, outcome.reason
-        return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
+            return None, outcome.reason  # nothing was stored: the original is kept only next to a summary
+        summary = Summary(outcome.summary, outcome.chunks, outcome.uncovered_chars)
+        key = self._key(ctx, call, unit)
+        # Decide before writing: a summary that would not be shorter is no summary, and its original would be
+        # stored for nothing (`handle_for_key` is the handle the built-in stores return for this key).
+        expected_handle = handle_for_key(key) if action.keep_original else None
+        if len(mark_summary(request, summary, expected_handle)) >= len(rendered.text):
+            return None, 'the summary was not shorter than the output'
+        handle: str | None = None
+        nbytes: int | None = None
+        if action.keep_original:
+            _, data = stored_form(rendered)
+            handle, reason = await self._write(ctx, key, data, action.store_timeout)
+            if handle is None:
+                _warn(
+                    f'The original output of `{call.tool_name}` could not be kept ({reason}); '
+                    'the summary says so and is used without it'
+                )
+            else:
+                nbytes = len(data)
+        marked = mark_summary(request, summary, handle)
+        if handle is not None and len(marked) >= len(rendered.text):
+            # A custom store's long handle made the label too long: withdraw the original along with the summary.
+            await self._discard(ctx, handle)
+            return None, 'the summary was not shorter than the output'
+        return _Reduced(marked, 'summarize', handle, nbytes), ''
+
+    async def _discard(self, ctx: RunContext[AgentDepsT], handle: str) -> None:
+        """Delete a payload nothing will point to, when the store can delete and this is not workflow code."""
+        delete = getattr(self._resolved_store, 'delete', None)
+        if ctx.in_durable_context or delete is None:
+            return
+        try:
+            await delete(handle)
+        except Exception as exc:  # noqa: BLE001 - a failed clean-up must not fail the run
+            _warn(f'A stored original nothing points to could not be deleted: {exc!r}')
 
 
 _OFF_LOOP_STRIP_CHARS = 32 * 1024
@@ -659,6 +731,9 @@ async def _report(
 
 
 def _warn(message: str) -> None:
+    # Logged every time, for operators; the warning (shown once per message by Python's default filter) is for
+    # developers and test suites that turn warnings into errors.
+    logger.warning(message)
     warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
 
 

@@ -12,6 +12,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
 from .stores import LocalFileStore
+from .stores._ttl import normalize_ttl
 
 __all__ = ('ActionSpec', 'BandSpec', 'StoreSpec', 'parse_action', 'parse_bands', 'parse_duration', 'parse_store')
 
@@ -118,21 +119,25 @@ _UNIT_SECONDS = {'s': 1, 'm': 60, 'h': 3_600, 'd': 86_400, 'w': 604_800, None: 1
 
 
 def parse_duration(value: Any, where: str) -> timedelta:
-    """Seconds as a number, or `'90s'`, `'30m'`, `'6h'`, `'2d'`, `'1w'`."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
-        raise SpecError(f'{where}: expected seconds or a duration such as "6h", got {value!r}')
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
+    """A positive duration: a `timedelta`, seconds as a number, or `'90s'`, `'30m'`, `'6h'`, `'2d'`, `'1w'`.
+
+    The same rule as `LocalFileStore(cleanup_after=...)`, plus the strings; a bad value raises `SpecError` naming
+    `where` and what is accepted.
+    """
+    accepted = 'seconds or a duration such as "90s", "30m", "6h", "2d", "1w", greater than zero'
+    raw = value
+    if isinstance(value, str):
+        match = _DURATION.match(value)
         if match is None:
-            raise SpecError(f'{where}: expected seconds or a duration such as "6h", "30m", "2d", got {value!r}')
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if seconds <= 0:
-        raise SpecError(f'{where}: must be positive, got {value!r}')
-    return timedelta(seconds=seconds)
+            raise SpecError(f'{where}: expected {accepted}, got {value!r}')
+        value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    elif value is None or not isinstance(value, (int, float, timedelta)) or isinstance(value, bool):
+        raise SpecError(f'{where}: expected {accepted}, got {type(value).__name__} {value!r}')
+    try:
+        ttl = normalize_ttl(value, where)
+    except (TypeError, ValueError):
+        raise SpecError(f'{where}: expected {accepted}, got {raw!r}') from None
+    return cast('timedelta', ttl)  # None was refused above
 
 
 def parse_store(spec: Any, where: str) -> LocalFileStore:
@@ -143,8 +148,11 @@ def parse_store(spec: Any, where: str) -> LocalFileStore:
     unknown = set(options) - {'base_dir', 'cleanup_after'}
     if unknown:
         raise SpecError(f"{where}.{min(unknown)}: unknown field; expected 'base_dir' or 'cleanup_after'")
+    base_dir = options.get('base_dir')
+    if base_dir is not None and not isinstance(base_dir, str):
+        raise SpecError(f'{where}.base_dir: expected a directory path, got {type(base_dir).__name__} {base_dir!r}')
     cleanup = options.get('cleanup_after')
     return LocalFileStore(
-        base_dir=options.get('base_dir'),
+        base_dir=base_dir,
         cleanup_after=parse_duration(cleanup, f'{where}.cleanup_after') if cleanup is not None else None,
     )

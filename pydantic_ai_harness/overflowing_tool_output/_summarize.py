@@ -15,7 +15,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from ._bands import Summarize
 from ._markers import summary_marker
 
-__all__ = ('OverflowConfigurationError', 'SummaryRequest', 'split_chunks', 'summarize_text')
+__all__ = ('OverflowConfigurationError', 'Summary', 'SummaryRequest', 'mark_summary', 'split_chunks', 'summarize_text')
 
 
 class OverflowConfigurationError(UserError):
@@ -35,11 +35,37 @@ class SummaryRequest:
     prompt_template: str
     """The validated `summary_prompt`."""
 
-    handle: str | None
-    """Where the full original was kept, if it was."""
-
     lines: int
     """Lines in the original."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A model's (or function's) summary, before it is labelled with `mark_summary`."""
+
+    text: str
+    """The summary itself."""
+
+    chunks: int = 1
+    """How many parts the output was summarized in."""
+
+    uncovered_chars: int = 0
+    """Characters at the end of the output that were too many to summarize."""
+
+
+def mark_summary(request: SummaryRequest, summary: Summary, handle: str | None) -> str:
+    """The summary as the model sees it: a label saying what it is and where the original is (`handle`), if kept."""
+    return (
+        summary_marker(
+            tool_name=request.tool_name,
+            chars=len(request.text),
+            lines=request.lines,
+            handle=handle,
+            chunks=summary.chunks,
+            uncovered_chars=summary.uncovered_chars,
+        )
+        + summary.text
+    )
 
 
 def split_chunks(text: str, max_chars: int, max_chunks: int) -> tuple[list[str], int]:
@@ -60,8 +86,10 @@ def split_chunks(text: str, max_chars: int, max_chunks: int) -> tuple[list[str],
     return chunks, len(text) - start
 
 
-async def summarize_text(action: Summarize, request: SummaryRequest, ctx: RunContext[Any]) -> tuple[str | None, str]:
-    """Summarize, or say why not. Returns `(marked summary, '')` or `(None, reason)`.
+async def summarize_text(
+    action: Summarize, request: SummaryRequest, ctx: RunContext[Any]
+) -> tuple[Summary | None, str]:
+    """Summarize, or say why not. Returns `(summary, '')` or `(None, reason)`; label it with `mark_summary`.
 
     Raises:
         OverflowConfigurationError: no model can serve a summary (e.g. the run's model is a realtime model).
@@ -82,14 +110,7 @@ async def summarize_text(action: Summarize, request: SummaryRequest, ctx: RunCon
         summary, reason = await _map_reduce(model, request, chunks, ctx, limits)
     if summary is None:
         return None, reason
-    return summary_marker(
-        tool_name=request.tool_name,
-        chars=len(request.text),
-        lines=request.lines,
-        handle=request.handle,
-        chunks=len(chunks) if calls else 1,
-        uncovered_chars=dropped if calls else 0,
-    ) + summary.strip(), ''
+    return Summary(summary.strip(), chunks=len(chunks) if calls else 1, uncovered_chars=dropped if calls else 0), ''
 
 
 async def _call_function(action: Summarize, request: SummaryRequest) -> tuple[str | None, str]:

@@ -1,14 +1,22 @@
-"""Character truncation: head, tail or both ends, cut on a nearby line boundary, marker inside the budget."""
+"""Truncation within a character budget, marker included.
+
+Text is cut at its head, tail or both ends, on a nearby line boundary. A structured value (sent as JSON) is cut
+between whole list items or dict entries instead, so what is left is still valid JSON, and a marker item says
+how many were left out.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
 from ._bands import TruncationStrategy
 from ._markers import truncation_marker
+from ._render import Rendered
 
-__all__ = ('Cut', 'truncate_text')
+__all__ = ('Cut', 'truncate_rendered', 'truncate_structured', 'truncate_text')
 
 _LINE_SNAP_FRACTION = 0.2
 """A cut moves to a line boundary when one lies within this fraction of the kept part (at most `_LINE_SNAP_MAX`)."""
@@ -99,3 +107,181 @@ def _assemble(text: str, cut: Cut, marker: str) -> str:
     head = text[: cut.head_end]
     tail = text[cut.tail_start :]
     return f'{head}{marker}{tail}'
+
+
+# --- structured values ------------------------------------------------------------------------------------
+
+MIN_PART_CHARS = 200
+"""A list item or dict entry that does not fit whole is cut down only when at least this much room is left for it."""
+
+_TRUNCATED_KEY = '[truncated]'
+"""The key of the marker entry in a truncated dict."""
+
+_AGAIN = 'omitted here and not kept; call the tool again with narrower arguments to see them'
+
+
+def truncate_rendered(rendered: Rendered, max_chars: int, strategy: TruncationStrategy) -> str:
+    """Truncate what `Truncate` reduces: valid JSON for a structured value, a cut text otherwise."""
+    jsonable: object = rendered.jsonable
+    if rendered.kind == 'structured' and type(jsonable) in (list, dict):
+        structured = truncate_structured(cast('list[Any] | dict[str, Any]', jsonable), max_chars, strategy)
+        if structured is not None:
+            return structured
+    return truncate_text(rendered.text, max_chars, strategy)
+
+
+def truncate_structured(value: list[Any] | dict[str, Any], max_chars: int, strategy: TruncationStrategy) -> str | None:
+    """Compact JSON of `value` in at most `max_chars` characters, cut between whole items, always valid JSON.
+
+    A list keeps whole items from its head, its tail or both (per `strategy`) and gets a marker item (a string)
+    where the others were, with their positions and count. A dict keeps whole entries the same way, plus a
+    `"[truncated]"` entry with the count. An item or entry too big to fit whole is itself truncated this way,
+    when it is the only one that can be shown (or, in a dict, when at least `MIN_PART_CHARS` are left for it);
+    a long string inside is cut like text. `None` when `value` cannot be dumped (too deep): cut it as text.
+    """
+    try:
+        text = _dump(value)
+        if len(text) <= max_chars:
+            return text
+        budget = max_chars
+        for _ in range(8):
+            fitted = _dump(_fit(value, budget, strategy))
+            if len(fitted) <= max_chars:
+                return fitted
+            budget -= len(fitted) - max_chars + max(budget // 20, 1)  # the estimate was short: aim lower
+    except RecursionError:
+        return None
+    return _dump([_list_marker(1, len(value), len(value), len(value))])  # pragma: no cover - a safety net
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(',', ':'))
+
+
+def _fit(value: Any, budget: int, strategy: TruncationStrategy) -> Any:
+    """`value`, or a cut copy whose compact JSON takes about `budget` characters at most."""
+    kind = type(cast(object, value))
+    if kind not in (list, dict, str) or (kind is str and len(value) + 2 <= budget):
+        return value  # a number, a bool, null or a short string: nothing to cut
+    if len(_dump(value)) <= budget:
+        return value
+    if kind is list:
+        return _fit_list(value, budget, strategy)
+    if kind is dict:
+        return _fit_dict(value, budget, strategy)
+    return _fit_str(value, budget, strategy)
+
+
+def _order(n: int, strategy: TruncationStrategy) -> Iterator[int]:
+    """The positions in the order they are kept: from the head, from the tail, or alternating from both ends."""
+    if strategy is TruncationStrategy.head:
+        yield from range(n)
+    elif strategy is TruncationStrategy.tail:
+        yield from range(n - 1, -1, -1)
+    else:
+        low, high = 0, n - 1
+        while low <= high:
+            yield low
+            if high != low:
+                yield high
+            low, high = low + 1, high - 1
+
+
+def _list_marker(first: int, last: int, omitted: int, total: int) -> str:
+    where = f'item {first:,}' if first == last else f'items {first:,}-{last:,}'
+    return f'[truncated: {where} ({omitted:,} of {total:,}) {_AGAIN}]'
+
+
+def _dict_marker(first: int, last: int, omitted: int, total: int) -> str:
+    where = f'entry {first:,}' if first == last else f'entries {first:,}-{last:,}'
+    return f'{where} ({omitted:,} of {total:,}) {_AGAIN}'
+
+
+def _select(
+    sizes: list[int] | None, items: list[Any], room: int, strategy: TruncationStrategy
+) -> tuple[list[int], int]:
+    """The positions that fit whole in `room` (each costs its size plus a comma), and the first that did not (-1)."""
+    kept: list[int] = []
+    used = 0
+    for index in _order(len(items), strategy):
+        cost = (sizes[index] if sizes is not None else len(_dump(items[index]))) + 1
+        if used + cost > room:
+            return kept, index
+        kept.append(index)
+        used += cost
+    return kept, -1
+
+
+def _around_gap(n: int, kept: list[int]) -> tuple[list[int], list[int], tuple[int, int] | None]:
+    """Split the kept positions around the omitted run: (before it, after it, its 1-based first and last)."""
+    kept_set = set(kept)
+    missing = [i for i in range(n) if i not in kept_set]
+    if not missing:
+        return sorted(kept), [], None
+    first, last = missing[0], missing[-1]
+    return sorted(i for i in kept if i < first), sorted(i for i in kept if i > last), (first + 1, last + 1)
+
+
+def _fit_list(items: list[Any], budget: int, strategy: TruncationStrategy) -> list[Any]:
+    n = len(items)
+    reserve = len(_dump(_list_marker(n, n, n, n))) + 1
+    room = budget - 2 - reserve
+    kept, _ = _select(None, items, room, strategy)
+    partial: tuple[int, Any] | None = None
+    if not kept:
+        # Not even one item fits whole: show the first one shown by the strategy, cut down, when there is room.
+        index = n - 1 if strategy is TruncationStrategy.tail else 0
+        part_room = (budget - 2) if n == 1 else room - 1
+        if part_room >= MIN_PART_CHARS:
+            partial = (index, _fit(items[index], part_room, strategy))
+            kept = [index]
+    before, after, gap = _around_gap(n, kept)
+    out = [partial[1] if partial is not None and i == partial[0] else items[i] for i in before]
+    if gap is not None:
+        out.append(_list_marker(gap[0], gap[1], gap[1] - gap[0] + 1, n))
+    out.extend(partial[1] if partial is not None and i == partial[0] else items[i] for i in after)
+    return out
+
+
+def _fit_dict(mapping: dict[str, Any], budget: int, strategy: TruncationStrategy) -> dict[str, Any]:
+    entries = list(mapping.items())
+    n = len(entries)
+    key = _TRUNCATED_KEY
+    while key in mapping:
+        key += '*'
+    reserve = len(_dump(key)) + 1 + len(_dump(_dict_marker(n, n, n, n))) + 1
+    room = budget - 2 - reserve
+    sizes = [len(_dump(k)) + 1 + len(_dump(v)) for k, v in entries]
+    kept, stopped = _select(sizes, entries, room, strategy)
+    partial: tuple[int, Any] | None = None
+    if stopped != -1:
+        # The entry that did not fit whole (a big list under "items", say) is cut down when there is room for it.
+        used = sum(sizes[i] + 1 for i in kept)
+        name, inner = entries[stopped]
+        part_room = room - used - 1 - len(_dump(name)) - 1
+        if len(kept) == n - 1:
+            part_room += reserve  # every other entry is kept whole: no marker entry is needed
+        if part_room >= MIN_PART_CHARS and isinstance(inner, (list, dict, str)):
+            partial = (stopped, _fit(inner, part_room, strategy))
+            kept.append(stopped)
+    before, after, gap = _around_gap(n, kept)
+    out: dict[str, Any] = {}
+    for i in [*before, *after]:
+        name, inner = entries[i]
+        out[name] = partial[1] if partial is not None and i == partial[0] else inner
+    if gap is not None:
+        out[key] = _dict_marker(gap[0], gap[1], gap[1] - gap[0] + 1, n)
+    return out
+
+
+def _fit_str(text: str, budget: int, strategy: TruncationStrategy) -> str:
+    """`text` cut like any text so that its JSON form (quotes and escapes included) fits `budget`."""
+    limit = budget - 2
+    cut = text
+    for _ in range(6):
+        cut = truncate_text(text, max(limit, 1), strategy)
+        over = len(_dump(cut)) - budget
+        if over <= 0:
+            break
+        limit -= over + 1  # escapes made the JSON form longer than the text: aim lower
+    return cut  # possibly still over the budget; the caller's check aims lower then

@@ -214,6 +214,10 @@ async def test_per_tool_empty_list_means_never_reduce() -> None:
     assert run.returned() == text
 
 
+def other() -> str:
+    return ''
+
+
 async def _async_only_big(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
     return tool_def.name == 'big'
 
@@ -234,7 +238,8 @@ async def _async_only_big(ctx: RunContext[Any], tool_def: ToolDefinition) -> boo
 async def test_tool_filter_selects_tools(tool_filter: Any, reduced: bool) -> None:
     capability = cap(Band(over=10, action=Truncate()), tool_filter=tool_filter)
     text = 'q' * 20_000
-    run = await run_tool(capability, text, metadata={'tier': 1})
+    # `other` exists, so naming it is no mistake (a name no tool has is warned about: test_configuration.py).
+    run = await run_tool(capability, text, metadata={'tier': 1}, extra_tools=[other])
     assert (run.returned() != text) is reduced
 
 

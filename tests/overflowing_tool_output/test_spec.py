@@ -128,3 +128,20 @@ def test_json_schema_with_the_capability_is_generated() -> None:
 
     schema = AgentSpec.model_json_schema_with_capabilities(custom_capability_types=[OverflowingToolOutput])
     assert 'OverflowingToolOutput' in str(schema)
+
+
+def test_a_yaml_spec_takes_passthrough_then_and_cleanup_after_in_seconds(tmp_path: Path) -> None:
+    spec = tmp_path / 'agent.yaml'
+    spec.write_text(f"""\
+model: test
+capabilities:
+  - OverflowingToolOutput:
+      bands:
+        - over: 1000
+          action: {{Passthrough: {{then: Truncate}}}}
+      store: {{base_dir: {tmp_path / 'spills'}, cleanup_after: 21600}}
+""")
+    capability = _capability(Agent.from_file(spec, custom_capability_types=[OverflowingToolOutput]))
+    assert capability.bands == [Band(over=1_000, action=Passthrough(then=Truncate()))]
+    assert isinstance(capability.store, LocalFileStore)
+    assert capability.store.cleanup_after == timedelta(hours=6)

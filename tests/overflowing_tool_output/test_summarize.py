@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -229,3 +230,70 @@ async def test_spill_then_summarize_degrades_in_order(memory_store: MemoryStore)
         'x' * 500,
     )
     assert run.returned().endswith('short')
+
+
+# --- a failed summary stores nothing (issue 16) -------------------------------------------------------------------
+
+
+@dataclass
+class DeletingMemoryStore(MemoryStore):
+    """A custom store whose handles are much longer than its keys, and that can delete."""
+
+    deleted: list[str] = field(default_factory=list[str])
+
+    async def write(self, key: str, data: bytes) -> str:
+        handle = f'{key}/' + 'h' * 400
+        self.data[handle] = data
+        return handle
+
+    async def delete(self, handle: str) -> bool:
+        self.deleted.append(handle)
+        return self.data.pop(handle, None) is not None
+
+
+@pytest.mark.parametrize(
+    ('summarize', 'reason'),
+    [
+        (lambda tool, text: 1 / 0, 'raised ZeroDivisionError'),
+        (lambda tool, text: '', 'returned empty text'),
+        (lambda tool, text: text, 'the summary was not shorter than the output'),
+    ],
+    ids=['raises', 'empty', 'not-shorter'],
+)
+async def test_a_failed_summary_keeps_no_original(summarize: Any, reason: str, memory_store: MemoryStore) -> None:
+    action = Summarize(summarize=summarize, then=Truncate(max_chars=300))  # keep_original=True by default
+    capability = OverflowingToolOutput(bands=[Band(over=1_000, action=action)], store=memory_store)
+    with pytest.warns(OverflowingToolOutputWarning, match=reason):
+        result = await _run(capability, LOG, summarizer_model())
+    assert memory_store.data == {}  # nothing stored that nothing points to
+    assert 'overflow_handle' not in result.all_messages()[2].parts[0].metadata
+
+
+async def test_a_failed_model_summary_keeps_no_original(memory_store: MemoryStore) -> None:
+    capability = OverflowingToolOutput(
+        bands=[Band(over=1_000, action=Summarize(then=Truncate(max_chars=300)))], store=memory_store
+    )
+    with pytest.warns(OverflowingToolOutputWarning, match='no usable text'):
+        await _run(capability, LOG, summarizer_model(reply=''))
+    assert memory_store.data == {} and memory_store.writes == 0
+
+
+async def test_a_summary_made_too_long_by_its_handle_withdraws_the_original() -> None:
+    store = DeletingMemoryStore()
+    text = 'x' * 1_200  # a ~700-character summary fits without a handle, not with a 400-character one named 3 times
+    action = Summarize(summarize=lambda tool, output: 's' * 700, then=Truncate(max_chars=300))
+    capability = OverflowingToolOutput(bands=[Band(over=1_000, action=action)], store=store)
+    with pytest.warns(OverflowingToolOutputWarning, match='the summary was not shorter than the output'):
+        result = await _run(capability, text, summarizer_model())
+    assert store.data == {} and len(store.deleted) == 1
+    assert len(result.all_messages()[2].parts[0].content) <= 300
+
+
+async def test_a_successful_summary_names_the_original_it_stored(memory_store: MemoryStore) -> None:
+    action = Summarize(summarize=lambda tool, text: 'short summary')
+    result = await _run(
+        OverflowingToolOutput(bands=[Band(over=1_000, action=action)], store=memory_store), LOG, summarizer_model()
+    )
+    part = result.all_messages()[2].parts[0]
+    assert memory_store.data == {part.metadata['overflow_handle']: LOG.encode()}
+    assert f'saved under handle "{part.metadata["overflow_handle"]}"' in part.content

@@ -251,9 +251,7 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     # The next page starts after the last match shown, and the call that continues the search says so.
     assert f'max_matches=100, offset={shown + 1})' in answer
     assert 'output capped at 20000 characters' in answer
-    following = await grep(
-        handle=handle, pattern='hit', max_matches=100, context_lines=context_lines, offset=shown + 1
-    )
+    following = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines, offset=shown + 1)
     assert f'matches at lines {shown + 1}-' in following or f'match at line {shown + 1} ' in following
 
 

@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from hypothesis import given, settings, strategies as st
 from inline_snapshot import snapshot
 
+from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, Truncate
 from pydantic_ai_harness.overflowing_tool_output._bands import MIN_TRUNCATE_CHARS, TruncationStrategy
-from pydantic_ai_harness.overflowing_tool_output._truncate import truncate_text
+from pydantic_ai_harness.overflowing_tool_output._render import render_value
+from pydantic_ai_harness.overflowing_tool_output._truncate import truncate_rendered, truncate_structured, truncate_text
+
+from .conftest import run_tool
 
 LOG = ''.join(f'line {i:04d} ' + 'x' * 30 + '\n' for i in range(1, 201))
 
@@ -103,3 +110,109 @@ def test_regular_lines_always_keep_most_of_the_budget(strategy: TruncationStrate
         out = truncate_text(text, max_chars, strategy)
         assert max_chars // 2 <= len(out) <= max_chars, line_length
         assert out.count('x') > 0, line_length
+
+
+# --- structured values stay valid JSON --------------------------------------------------------------------------
+
+RECORDS = [{'id': i, 'name': f'user {i}', 'email': f'u{i}@example.com'} for i in range(500)]
+
+
+def test_a_list_keeps_whole_records_and_counts_the_rest() -> None:
+    out = truncate_structured(RECORDS, 600, TruncationStrategy.head)
+    assert out is not None and len(out) <= 600
+    kept = json.loads(out)
+    assert kept[:-1] == RECORDS[: len(kept) - 1]  # whole records, in order, from the head
+    assert kept[-1] == snapshot(
+        '[truncated: items 10-500 (491 of 500) omitted here and not kept; call the tool again with narrower arguments to see them]'
+    )
+
+
+def test_tail_and_head_tail_keep_the_end_and_both_ends() -> None:
+    tail = json.loads(truncate_structured(RECORDS, 600, TruncationStrategy.tail) or '')
+    assert tail[0].startswith('[truncated: items 1-') and tail[1:] == RECORDS[-(len(tail) - 1) :]
+    both = json.loads(truncate_structured(RECORDS, 600, TruncationStrategy.head_tail) or '')
+    marker = next(i for i, item in enumerate(both) if isinstance(item, str))
+    assert both[:marker] == RECORDS[:marker] and both[marker + 1 :] == RECORDS[-(len(both) - marker - 1) :]
+    assert both[0] == RECORDS[0] and both[-1] == RECORDS[-1]
+
+
+def test_a_dict_keeps_its_small_entries_and_cuts_the_big_one() -> None:
+    page = {'total': 500, 'items': RECORDS, 'next': 'cursor-abc'}
+    out = json.loads(truncate_structured(page, 800, TruncationStrategy.head_tail) or '')
+    assert out['total'] == 500 and out['next'] == 'cursor-abc'
+    assert out['items'][0] == RECORDS[0] and out['items'][-1] == RECORDS[-1]
+    assert any(isinstance(item, str) and item.startswith('[truncated: items ') for item in out['items'])
+    head = json.loads(truncate_structured(page, 800, TruncationStrategy.head) or '')
+    assert list(head) == ['total', 'items', '[truncated]']
+    assert head['[truncated]'] == snapshot(
+        'entry 3 (1 of 3) omitted here and not kept; call the tool again with narrower arguments to see them'
+    )
+
+
+def test_one_huge_record_is_cut_inside_and_stays_valid() -> None:
+    out = truncate_structured([{'blob': 'é"\\' * 50_000}], 400, TruncationStrategy.head)
+    assert out is not None and len(out) <= 400
+    [record] = json.loads(out)
+    assert record['blob'].startswith('é"\\') and '[truncated: the last' in record['blob']
+
+
+def test_a_marker_key_never_overwrites_a_real_one() -> None:
+    value = {'[truncated]': 'real data', **{f'k{i}': 'v' * 50 for i in range(100)}}
+    out = json.loads(truncate_structured(value, 500, TruncationStrategy.head) or '')
+    assert out['[truncated]'] == 'real data' and out['[truncated]*'].endswith('to see them')
+
+
+def test_a_value_that_fits_is_its_compact_json() -> None:
+    assert truncate_structured({'a': [1, 2]}, 200, TruncationStrategy.head) == '{"a":[1,2]}'
+
+
+def test_truncate_rendered_picks_json_or_text() -> None:
+    structured = render_value(RECORDS)
+    assert json.loads(truncate_rendered(structured, 1_000, TruncationStrategy.head))[0] == RECORDS[0]
+    assert truncate_rendered(render_value(LOG), 400, TruncationStrategy.head) == truncate_text(
+        LOG, 400, TruncationStrategy.head
+    )
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=30),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    value=st.lists(JSON_VALUES, max_size=40) | st.dictionaries(st.text(max_size=20), JSON_VALUES, max_size=40),
+    max_chars=st.integers(min_value=MIN_TRUNCATE_CHARS, max_value=3_000),
+    strategy=st.sampled_from(list(TruncationStrategy)),
+)
+def test_structured_truncation_is_always_valid_json_within_the_budget(
+    value: list[Any] | dict[str, Any], max_chars: int, strategy: TruncationStrategy
+) -> None:
+    out = truncate_structured(value, max_chars, strategy)
+    assert out is not None
+    assert len(out) <= max_chars
+    parsed = json.loads(out)
+    assert type(parsed) is type(value)
+    compact = json.dumps(value, ensure_ascii=False, separators=(',', ':'))
+    if len(compact) <= max_chars:
+        assert out == compact
+    elif isinstance(value, list) and value:
+        # Whole items only, apart from a cut-down single one: every kept item is an item of the value.
+        items = [item for item in parsed if not (isinstance(item, str) and item.startswith('[truncated: item'))]
+        if len(items) > 1:
+            assert all(item in value for item in items)
+
+
+@pytest.mark.anyio
+async def test_an_agent_run_truncates_a_json_return_to_valid_json() -> None:
+    capability = OverflowingToolOutput(bands=[Band(over=5_000, action=Truncate(max_chars=2_000))])
+    run = await run_tool(capability, RECORDS)
+    content = run.returned()
+    assert isinstance(content, str) and len(content) <= 2_000
+    parsed = json.loads(content)
+    assert parsed[0] == RECORDS[0] and parsed[-1] == RECORDS[-1]
+    [marker] = [item for item in parsed if isinstance(item, str)]
+    assert marker.startswith('[truncated: items ') and 'of 500) omitted here and not kept' in marker
+    assert run.returns()[0].metadata['overflow_action'] == 'truncate'

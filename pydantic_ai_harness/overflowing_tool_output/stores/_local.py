@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import anyio.to_thread
 
@@ -32,6 +32,7 @@ from ._paths import (
     names_for_handle,
 )
 from ._protocol import HandleNotFoundError, StoredPayload
+from ._ttl import normalize_ttl
 
 __all__ = ('LocalFileStore', 'StoreCleanupWarning', 'StoreRootError')
 
@@ -182,6 +183,72 @@ def _default_root() -> str:
 
         owner = ''.join(ch if ch.isalnum() else '_' for ch in getpass.getuser())
     return os.path.join(tempfile.gettempdir(), f'pyai_harness_overflow-{owner}')
+
+
+def root_problem(root: str) -> str | None:
+    """Why a `LocalFileStore` at `root` could not write now, naming the directory and the fix; `None` if it could."""
+    try:
+        info = os.lstat(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return _uncreatable_root(root)
+    except OSError as exc:
+        return f'the LocalFileStore root {root} cannot be examined ({exc.strerror}); {_ELSEWHERE}'
+    if stat.S_ISLNK(info.st_mode):
+        return f'the LocalFileStore root {root} is a symlink, which the store refuses; {_ELSEWHERE}'
+    if not stat.S_ISDIR(info.st_mode):
+        return f'the LocalFileStore root {root} is not a directory; {_ELSEWHERE}'
+    geteuid = getattr(os, 'geteuid', None)
+    if geteuid is not None and info.st_uid != geteuid():
+        return (
+            f'the LocalFileStore root {root} is owned by uid {info.st_uid}, not by this user (uid {geteuid()}); '
+            f'{_ELSEWHERE}'
+        )
+    if _USE_DIR_FD and info.st_mode & 0o077:
+        return (
+            f'the LocalFileStore root {root} has mode {stat.S_IMODE(info.st_mode):04o} but must be 0700 (owner '
+            f'only); fix it with `chmod 700 {root}`, or {_ELSEWHERE}'
+        )
+    if _read_only_mount(root):
+        return f'the LocalFileStore root {root} is on a read-only file system; remount it read-write, or {_ELSEWHERE}'
+    if not os.access(root, os.W_OK | os.X_OK):
+        return (
+            f'the LocalFileStore root {root} is not writable by this user; make it writable (`chmod 700 {root}`; '
+            f'`lsattr -d {root}` shows an immutable flag), or {_ELSEWHERE}'
+        )
+    return None
+
+
+_ELSEWHERE = (
+    'pass LocalFileStore(base_dir=...) a directory only this user can use (the store creates it with mode 0700)'
+)
+
+
+def _read_only_mount(path: str) -> bool:
+    statvfs = getattr(os, 'statvfs', None)
+    if statvfs is None:  # pragma: no cover - Windows
+        return False
+    try:
+        return bool(statvfs(path).f_flag & getattr(os, 'ST_RDONLY', 1))
+    except OSError:
+        return False
+
+
+def _uncreatable_root(root: str) -> str | None:
+    """The problem with a root that does not exist yet: `None` when its nearest existing ancestor lets us create it."""
+    ancestor = os.path.dirname(root)
+    while ancestor and not os.path.lexists(ancestor):
+        parent = os.path.dirname(ancestor)
+        if parent == ancestor:
+            break
+        ancestor = parent
+    if not os.path.isdir(ancestor):
+        return f'the LocalFileStore root {root} cannot be created: {ancestor} is not a directory; {_ELSEWHERE}'
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return (
+            f'the LocalFileStore root {root} does not exist and cannot be created: {ancestor} is not writable by this '
+            f'user; create it with `mkdir -m 700 {root}`, or {_ELSEWHERE}'
+        )
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -401,11 +468,13 @@ class LocalFileStore:
     base_dir: str | os.PathLike[str] | None = None
     """The root directory. Default: `pyai_harness_overflow-<uid>` in the system temp directory."""
 
-    cleanup_after: timedelta | None = None
+    cleanup_after: timedelta | float | None = None
     """Delete payloads whose modification time is older than this, in a background thread after writes.
 
-    `None` (the default) keeps payloads forever. Pruning runs at most once at a time per root and at most
-    every few minutes, and reports failures with `StoreCleanupWarning` instead of raising.
+    A positive `timedelta` or a positive number of seconds (stored as a `timedelta`); zero, a negative value or
+    another type raises at construction. `None` (the default) keeps payloads forever. Pruning runs at most once
+    at a time per root and at most every few minutes, and reports failures with `StoreCleanupWarning` instead of
+    raising.
     """
 
     durable: bool = False
@@ -415,12 +484,25 @@ class LocalFileStore:
     """The absolute root path, fixed when the store is created (a later `chdir` does not move it)."""
 
     def __post_init__(self) -> None:
+        self.cleanup_after = normalize_ttl(self.cleanup_after, 'LocalFileStore.cleanup_after')
+        if self.base_dir is not None and not isinstance(self.base_dir, (str, os.PathLike)):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f'LocalFileStore.base_dir must be a path (str or os.PathLike) or None, got {self.base_dir!r}'
+            )
         self.root_path = os.path.abspath(os.fspath(self.base_dir)) if self.base_dir is not None else _default_root()
 
     @property
     def root(self) -> Path:
         """The root directory (it is created on the first write)."""
         return Path(self.root_path)
+
+    def root_problem(self) -> str | None:
+        """Why writes to this store would fail right now, naming the directory and the fix; `None` when they would not.
+
+        For the operator (logs, warnings), never for the model: the message contains the path. The capability
+        checks it at the start of a run; the same conditions make `write` raise `StoreRootError`.
+        """
+        return root_problem(self.root_path)
 
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
@@ -475,7 +557,7 @@ class LocalFileStore:
         Failures are reported with `StoreCleanupWarning`, never raised. Returns 0 when there is no age
         limit; waits for a pruner already running on the same root (in any process) to finish first.
         """
-        limit = older_than if older_than is not None else self.cleanup_after
+        limit = older_than if older_than is not None else self._ttl()
         if limit is None:
             return 0
         return await _in_thread(lambda: self._prune_sync(limit, _warn_or_raise, wait_for_lock=True))
@@ -767,12 +849,15 @@ class LocalFileStore:
 
     # -- TTL pruning -----------------------------------------------------------------------------------
 
+    def _ttl(self) -> timedelta | None:
+        return cast('timedelta | None', self.cleanup_after)  # normalized in __post_init__
+
     def _maybe_schedule_prune(self) -> None:
-        if self.cleanup_after is None:
+        limit = self._ttl()
+        if limit is None:
             return
         # Rate limit: a tenth of the TTL, between one second and five minutes.
-        interval = min(max(self.cleanup_after.total_seconds() / 10, 1.0), 300.0)
-        limit = self.cleanup_after
+        interval = min(max(limit.total_seconds() / 10, 1.0), 300.0)
         with _PRUNE_LOCK:
             state = _PRUNE_STATES.setdefault(self.root_path, _PruneState())
             now = time.monotonic()

@@ -28,6 +28,7 @@ from ._remote import (
     is_valid_handle,
     too_large,
 )
+from ._ttl import normalize_ttl
 
 __all__ = ('EXPIRES_AT_ATTRIBUTE', 'ObjectStore')
 
@@ -84,8 +85,12 @@ class ObjectStore:
     like `app` and `app/eu`) never read each other's payloads.
     """
 
-    cleanup_after: timedelta | None = None
-    """Payloads expire this long after they were written (see the class docs). `None`: keep them."""
+    cleanup_after: timedelta | float | None = None
+    """Payloads expire this long after they were written (see the class docs). `None`: keep them.
+
+    A positive `timedelta` or a positive number of seconds, stored as a `timedelta`; anything else raises at
+    construction.
+    """
 
     max_bytes: int | None = None
     """Largest payload accepted; a larger `write` raises `PayloadTooLargeError` (the capability then
@@ -106,8 +111,7 @@ class ObjectStore:
             )
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError('max_bytes must be 0 or more, or None')
-        if self.cleanup_after is not None and self.cleanup_after <= timedelta(0):
-            raise ValueError('cleanup_after must be positive, or None to keep payloads')
+        self.cleanup_after = normalize_ttl(self.cleanup_after, 'ObjectStore.cleanup_after')
         if self.prune_concurrency < 1:
             raise ValueError('prune_concurrency must be 1 or more')
         if isinstance(self.store, LocalStore):
@@ -298,10 +302,14 @@ class ObjectStore:
             raise HandleNotFoundError(NOT_FOUND)
         return self._payload_path(handle)
 
+    def _ttl(self) -> timedelta | None:
+        return cast('timedelta | None', self.cleanup_after)  # normalized in __post_init__
+
     def _expiry_attributes(self) -> dict[str, str]:
-        if self.cleanup_after is None:
+        ttl = self._ttl()
+        if ttl is None:
             return {}
-        expires = datetime.now(timezone.utc) + self.cleanup_after
+        expires = datetime.now(timezone.utc) + ttl
         return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='milliseconds')}
 
     def _is_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta, now: float | None = None) -> bool:
@@ -312,9 +320,10 @@ class ObjectStore:
                 return datetime.fromisoformat(raw).timestamp() <= now
             except ValueError:
                 pass  # Someone else's metadata: fall back to the age rule.
-        if self.cleanup_after is None:
+        ttl = self._ttl()
+        if ttl is None:
             return False
-        return meta['last_modified'].timestamp() + self.cleanup_after.total_seconds() <= now
+        return meta['last_modified'].timestamp() + ttl.total_seconds() <= now
 
     def _raise_if_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta) -> None:
         if self._is_expired(attributes, meta):

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio.to_thread
 from redis.asyncio import Redis
@@ -27,6 +27,7 @@ from ._remote import (
     is_valid_handle,
     too_large,
 )
+from ._ttl import normalize_ttl
 
 __all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
 
@@ -99,8 +100,11 @@ class RedisStore:
     starts with another, like `app` and `app:eu`) never read each other's payloads.
     """
 
-    cleanup_after: timedelta | None = None
+    cleanup_after: timedelta | float | None = None
     """Expire payloads (and their indexes) this long after they were written, natively (`SET ... PX`).
+
+    A positive `timedelta` or a positive number of seconds, stored as a `timedelta`; anything else raises at
+    construction.
 
     `None` (the default) keeps them until deleted or evicted. Note that a Redis `maxmemory-policy` other
     than `noeviction` may evict payloads earlier; a read then reports the handle as not found.
@@ -131,8 +135,7 @@ class RedisStore:
             raise ValueError('RedisStore needs a client without decode_responses=True: payloads are bytes')
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError('max_bytes must be 0 or more, or None')
-        if self.cleanup_after is not None and self.cleanup_after <= timedelta(0):
-            raise ValueError('cleanup_after must be positive, or None to keep payloads')
+        self.cleanup_after = normalize_ttl(self.cleanup_after, 'RedisStore.cleanup_after')
 
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
@@ -278,9 +281,10 @@ class RedisStore:
         return self._payload_key(handle)
 
     def _expiry_ms(self) -> int | None:
-        if self.cleanup_after is None:
+        ttl = cast('timedelta | None', self.cleanup_after)  # normalized in __post_init__
+        if ttl is None:
             return None
-        return max(1, int(self.cleanup_after.total_seconds() * 1000))
+        return max(1, int(ttl.total_seconds() * 1000))
 
     def _redis(self) -> Redis:
         if self.client is not None:

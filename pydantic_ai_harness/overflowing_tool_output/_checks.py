@@ -1,0 +1,105 @@
+"""Configuration checks of `OverflowingToolOutput`: the ones construction can make, and the tool names a run reveals."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from ._bands import Action, Band, Passthrough, Spill, Summarize
+
+__all__ = ('check_store', 'check_tool_filter', 'named_tools', 'unknown_tool_names', 'uses_store')
+
+_SELECTOR_FORMS = "'all', a list of tool names, a metadata dict, or a callable `(ctx, tool_def) -> bool`"
+
+
+def check_tool_filter(selector: object) -> None:
+    """Raise `TypeError` naming `tool_filter` unless `selector` is a `ToolSelector`."""
+    if callable(selector) or isinstance(selector, str):
+        return  # a str other than 'all' is one tool name, as `matches_tool_selector` reads it
+    if isinstance(selector, Mapping):
+        keys = list(cast('Mapping[Any, Any]', selector))
+        bad_keys = [key for key in keys if not isinstance(key, str)]
+        if bad_keys:
+            raise TypeError(f'tool_filter as a metadata dict needs str keys, got {bad_keys[0]!r}')
+        return
+    if isinstance(selector, Sequence) and not isinstance(selector, (bytes, bytearray)):
+        for index, item in enumerate(cast('Sequence[Any]', selector)):
+            if not isinstance(item, str):
+                raise TypeError(
+                    f'tool_filter[{index}] must be a tool name (str), got {type(item).__name__} {item!r}; '
+                    f'tool_filter is {_SELECTOR_FORMS}'
+                )
+        return
+    raise TypeError(f'tool_filter must be {_SELECTOR_FORMS}; got {type(selector).__name__} {selector!r}')
+
+
+def check_store(store: object) -> None:
+    """Raise `TypeError` naming `store` unless it has the async `write` and `read` of `OverflowStore`."""
+    if isinstance(store, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f'store must be a store object, not a path: pass store=LocalFileStore(base_dir=...); '
+            f'got {type(cast(object, store)).__name__} {cast(object, store)!r}'
+        )
+    for name, signature in (('write', 'write(key: str, data: bytes) -> str'), ('read', 'read(handle: str) -> bytes')):
+        method = getattr(store, name, None)
+        if method is None:
+            problem = 'has none'
+        elif not inspect.iscoroutinefunction(method):
+            problem = 'has one that is not `async def`'
+        else:
+            continue
+        raise TypeError(
+            f'store must have `async def {signature}` (the OverflowStore protocol); {type(store).__name__} {problem}'
+        )
+
+
+def uses_store(band_lists: Iterable[Sequence[Band]]) -> bool:
+    """Whether any action reachable from the bands writes to the store (`Spill`, `Summarize(keep_original=True)`)."""
+    for bands in band_lists:
+        for band in bands:
+            action: Action | None = band.action
+            while action is not None:
+                if isinstance(action, Spill) or (isinstance(action, Summarize) and action.keep_original):
+                    return True
+                action = None if isinstance(action, Passthrough) else action.then
+    return False
+
+
+def named_tools(selector: object) -> tuple[str, ...]:
+    """The tool names a `tool_filter` lists (none for `'all'`, a metadata dict or a callable)."""
+    if selector == 'all' or callable(selector) or isinstance(selector, Mapping):
+        return ()
+    if isinstance(selector, str):
+        return (selector,)
+    if isinstance(selector, Sequence):
+        return tuple(item for item in cast('Sequence[Any]', selector) if isinstance(item, str))
+    return ()
+
+
+def unknown_tool_names(per_tool: Iterable[str], tool_filter: object, tools: Iterable[str]) -> list[str]:
+    """One warning per `per_tool` / `tool_filter` name that matches none of `tools`, with the closest tool name."""
+    available = sorted(set(tools))
+    messages: list[str] = []
+    for setting, names, effect in (
+        ('per_tool', list(per_tool), 'its bands apply to no tool'),
+        ('tool_filter', list(named_tools(tool_filter)), 'it selects no tool'),
+    ):
+        for name in dict.fromkeys(names):
+            if name in available:
+                continue
+            close = difflib.get_close_matches(name, available, n=1)
+            if close:
+                hint = f'did you mean {close[0]!r}?'
+            elif available:
+                shown = ', '.join(repr(tool) for tool in available[:10])
+                hint = f'its tools are {shown}{", ..." if len(available) > 10 else ""}'
+            else:
+                hint = 'it has no tools'
+            messages.append(
+                f'OverflowingToolOutput {setting} names {name!r}, but this agent has no tool of that name '
+                f'({hint}); {effect}'
+            )
+    return messages
