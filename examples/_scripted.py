@@ -35,7 +35,7 @@ NOT_FOUND = 'NOT FOUND'
 # A spill preview names its handle as `handle "..."`; the query tools echo it as `'...'`.
 _PREVIEW_HANDLE = re.compile(r'handle "([^"]+)"')
 _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
-_GREP_OFFSET = re.compile(r'read from it: offset=(\d+)')
+_GREP_OFFSET = re.compile(r'read around it: offset=(\d+)')
 _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
 _HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
 _RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})

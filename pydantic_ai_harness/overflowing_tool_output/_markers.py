@@ -66,9 +66,9 @@ def spill_header(summary: SpillSummary) -> str:
 def spill_how_to_read() -> str:
     """Exactly how to get the rest. The handle is stated once, in the header, to keep the preview short."""
     return (
-        'Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each '
-        'match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; '
-        'from_end=true reads the end.]\n'
+        'Page back with that handle: grep_tool_result(handle, pattern) finds lines; '
+        'read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); '
+        'from_end=True reads the end.]\n'
     )
 
 
@@ -79,7 +79,7 @@ def summary_marker(
     how = f' in {chunks} parts' if chunks > 1 else ''
     where = (
         f'The full original is saved under handle "{handle}": check details with '
-        f'grep_tool_result(handle="{handle}", pattern="...") or read_tool_result(handle="{handle}", offset=0).'
+        f'grep_tool_result(handle="{handle}", pattern="...") or read_tool_result(handle="{handle}", from_end=True).'
         if handle is not None
         else 'The full original was not kept.'
     )

@@ -84,44 +84,12 @@ class QueryLimits:
     """Seconds one tool call may wait on the store in all; past it the model is told to try again later."""
 
 
-_READ_DOC = """Read part of a stored tool result: a tool output too large to show in full was stored under a handle.
+_READ_DOC = """Read a stored tool output by handle. Lines are numbered from 1; offset is the first line shown
+(from_end: back from the end; unit='bytes': first byte); limit: at most {max_lines} lines or {max_bytes}
+bytes; pattern keeps lines containing it."""
 
-Returns numbered lines (`1234| text`) and a footer that says exactly what to call for the next page.
-Line numbers are 1-based and `offset` counts lines to skip, so to start at line N pass offset=N-1
-(grep_tool_result prints that offset for every match). Binary results are shown as a hex dump.
-Tips: grep_tool_result first to find the lines that matter, then read around them; from_end=True
-shows the end, where errors and summaries of logs and test runs usually are.
-
-Args:
-    handle: The handle of the stored result, copied exactly from its preview (e.g. 'run/call_1/0').
-    offset: Lines to skip before the first line shown (0 = start). With from_end=True, lines to skip
-        counting back from the end. With unit='bytes', bytes instead of lines.
-    limit: How many lines to return (default 200, at most {max_lines}). With unit='bytes', how many
-        bytes (at most {max_bytes}).
-    from_end: Count from the end: offset=0, limit=50 returns the last 50 lines.
-    pattern: Only return lines containing this exact text (literal, case-sensitive), scanning forward
-        from offset (backward from the end with from_end=True). For regex or case-insensitive search,
-        use grep_tool_result.
-    unit: 'lines' (default) or 'bytes': read a byte range, e.g. the rest of a very long line that was
-        cut (the cut marker gives the byte offset).
-"""
-
-_GREP_DOC = """Search a stored tool result for a pattern; show each matching line with its line number and context.
-
-Reports how many lines match in total, then the first `max_matches` of them ('>' marks a matching
-line, the others are context). Each match shows the offset to pass to read_tool_result to read on
-from that line. Any pattern is safe: matching is linear-time and the search has a time budget.
-
-Args:
-    handle: The handle of the stored result, copied exactly from its preview (e.g. 'run/call_1/0').
-    pattern: What to find, within one line. Literal, case-sensitive text unless is_regex=True.
-    context_lines: Lines of context shown before and after each match (default 2, at most {max_context_lines}).
-    max_matches: How many matching lines to show (default 20, at most {max_matches}); the total is always reported.
-    is_regex: Treat pattern as a regular expression (RE2 syntax: Python re without lookaround or
-        backreferences). Use '(?i)error' for a case-insensitive search, 'error|fail' for alternatives.
-    offset: Lines to skip before searching (0 = from the start); the footer gives the value that continues
-        a search past the matches shown, or past where it stopped.
-"""
+_GREP_DOC = """Search a stored tool output: matching lines with context, and their total. Literal unless is_regex
+(RE2: '(?i)error|fail'); offset: first line to search."""
 
 
 def _show(text: str, limit: int = 120) -> str:
@@ -241,7 +209,7 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
         offset: int = 0,
         limit: int = _DEFAULT_LIMIT,
         from_end: bool = False,
-        pattern: str | None = None,
+        pattern: str = '',
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
         answer = _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)

@@ -127,7 +127,7 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(
             parts=[
                 ToolCallPart(
-                    'read_tool_result', {'handle': match.group(1), 'offset': 42, 'limit': 1}, tool_call_id='call_read'
+                    'read_tool_result', {'handle': match.group(1), 'offset': 43, 'limit': 1}, tool_call_id='call_read'
                 ),
                 ToolCallPart('test_report', {}, tool_call_id='call_report'),
             ]

@@ -36,7 +36,7 @@ async def test_spilled_handle_survives_nesting_and_is_readable_by_the_delegate(t
         match = re.search(r'handle \\"([^\\"]+)\\"', summary)
         assert match is not None, summary
         return ModelResponse(
-            parts=[ToolCallPart('read_tool_result', {'handle': match.group(1), 'offset': 200, 'limit': 1}, 'c_read')]
+            parts=[ToolCallPart('read_tool_result', {'handle': match.group(1), 'offset': 201, 'limit': 1}, 'c_read')]
         )
 
     overflow = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=store)

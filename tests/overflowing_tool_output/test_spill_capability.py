@@ -36,7 +36,7 @@ async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
     assert len(preview) <= 1_100
     assert preview == snapshot("""\
 [The output of `run_tests` is too large to show in full: 2,288,921 characters (~572,231 tokens), 50,001 lines, 2.3 MB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; from_end=true reads the end.]
+Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 24998| Traceback (most recent call last):
 25000| FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500
@@ -69,7 +69,7 @@ async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> N
     run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
     assert run.returned() == snapshot("""\
 [The output of `list_users` is too large to show in full: 93,835 characters (~23,459 tokens), 16,009 lines, 163.9 KB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds lines and prints the offset of each match; read_tool_result(handle, offset=K, limit=200) reads the 200 lines after line K; from_end=true reads the end.]
+Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Shape: {meta: {page: int, total: int}, items: array[2,000] of {id: int, name: str, tags: array[2]}, next: null}
 First lines (1-18 of 16,009):
 1| {
@@ -90,7 +90,8 @@ First lines (1-18 of 16,009):
 16|    "id": 1,
 17|    "name": "user 1",
 18|    "tags": [
-Last lines (16,000-16,009):
+Last lines (15,999-16,009):
+15999|   {
 16000|    "id": 1999,
 16001|    "name": "user 1999",
 16002|    "tags": [

@@ -73,7 +73,7 @@ async def test_summarize_with_the_runs_model_folds_usage(memory_store: MemorySto
     assert handle == 'run-1/call_0/0'
     assert tool_return.content == snapshot(
         """\
-[Summary of the output of the tool `big` (26,926 characters, 2,001 lines), written by a model because the output was too long to keep in the conversation. It may miss details. The full original is saved under handle "run-1/call_0/0": check details with grep_tool_result(handle="run-1/call_0/0", pattern="...") or read_tool_result(handle="run-1/call_0/0", offset=0).]
+[Summary of the output of the tool `big` (26,926 characters, 2,001 lines), written by a model because the output was too long to keep in the conversation. It may miss details. The full original is saved under handle "run-1/call_0/0": check details with grep_tool_result(handle="run-1/call_0/0", pattern="...") or read_tool_result(handle="run-1/call_0/0", from_end=True).]
 The log ran 2,000 steps; it failed with ERROR: disk quota exceeded on /data.\
 """
     )

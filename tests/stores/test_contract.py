@@ -372,7 +372,7 @@ async def test_query_tools_page_through_the_store(store: OverflowStore) -> None:
             answers.append(tool_return(messages))
         calls: list[dict[str, Any]] = [
             {'tool_name': 'grep_tool_result', 'args': {'handle': handle, 'pattern': 'needle-42'}},
-            {'tool_name': 'read_tool_result', 'args': {'handle': handle, 'offset': 98_760, 'limit': 10}},
+            {'tool_name': 'read_tool_result', 'args': {'handle': handle, 'offset': 98_761, 'limit': 10}},
             {'tool_name': 'read_tool_result', 'args': {'handle': handle, 'from_end': True, 'limit': 200}},
             {'tool_name': 'read_tool_result', 'args': {'handle': 'run-q/../../etc/passwd'}},
         ]
