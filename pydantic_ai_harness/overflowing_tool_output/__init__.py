@@ -27,6 +27,9 @@ from .stores import (
     StoreCleanupWarning,
     StoredPayload,
     StoreRootError,
+    WorkspaceSpill,
+    WorkspaceSpillRefused,
+    WorkspaceStore,
     build_line_index,
 )
 
@@ -63,6 +66,9 @@ __all__ = (
     'SummarizeFunc',
     'Truncate',
     'TruncationStrategy',
+    'WorkspaceSpill',
+    'WorkspaceSpillRefused',
+    'WorkspaceStore',
     'build_line_index',
     'build_query_toolset',
     'default_bands',
