@@ -235,7 +235,7 @@ def text_preview(
     parts = [spill_header(summary), spill_how_to_read()]
     if summary.path is not None:
         # Without the query tools the file line replaces the paging hint, and closes the header's bracket.
-        file_line = workspace_file_line(summary.path)
+        file_line = workspace_file_line()
         parts[1:] = [parts[1], file_line] if summary.query_tools else [file_line[1:]]
     used = sum(len(p) for p in parts)
     if shape:
@@ -308,7 +308,7 @@ def binary_preview(
         'of a byte range; grep_tool_result searches it for text.'
     )
     if path is not None:
-        where = f'That handle is also the file {path} in your workspace (relative to its working directory).'
+        where = workspace_file_line()[1:-2] + '.'
         how = f'{how} {where}' if query_tools else where
     return (
         f'[The tool `{tool_name}` returned binary data ({format_bytes(len(data))}: {len(data):,} bytes, {kind}), '
@@ -318,11 +318,14 @@ def binary_preview(
     )
 
 
-def workspace_file_line(path: str) -> str:
-    """The preview line naming the spill's file in the workspace, for the agent's own file and shell tools."""
+def workspace_file_line() -> str:
+    """The preview line saying that the handle is also a file the agent's own tools can open.
+
+    The handle is the file's path, so the path is not repeated: it is stated once, in the header.
+    """
     return (
-        f'[That handle is also the file {path} in your workspace (relative to its working directory): your own file '
-        f"and shell tools work on it, e.g. grep -n PATTERN {path}; sed -n '100,300p' {path}; jq for JSON.]\n"
+        "[That handle is also the file's path, relative to your workspace's working directory: your own file and "
+        'shell tools work on it (grep -n, sed -n, head; jq for JSON).]\n'
     )
 
 
