@@ -41,22 +41,33 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
+def _start(started: list[subprocess.Popen[bytes]]) -> str:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), '--http', str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    started.append(process)
+    _wait_until_listening(process, port)
+    return f'http://127.0.0.1:{port}/mcp'
+
+
 @pytest.fixture
 def start_http_server() -> Iterator[Callable[[], str]]:
-    """Start the test server over streamable HTTP on a free loopback port; every server started is stopped."""
+    """Start a test server of its own over streamable HTTP on a free loopback port; it is stopped after the test."""
     started: list[subprocess.Popen[bytes]] = []
-
-    def start() -> str:
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, str(SERVER), '--http', str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        started.append(process)
-        _wait_until_listening(process, port)
-        return f'http://127.0.0.1:{port}/mcp'
-
     try:
-        yield start
+        yield lambda: _start(started)
+    finally:
+        for process in started:
+            _stop(process)
+
+
+@pytest.fixture(scope='module')
+def http_url() -> Iterator[str]:
+    """One test server over streamable HTTP, shared by the module's tests that leave it running."""
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield _start(started)
     finally:
         for process in started:
             _stop(process)

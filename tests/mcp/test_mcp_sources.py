@@ -39,8 +39,8 @@ pytestmark = pytest.mark.anyio
 TRANSPORTS = ['stdio', 'http']
 
 
-def toolset_for(transport: str, start_http_server: Callable[[], str], *, read_timeout: float = 60) -> MCPToolset[Any]:
-    source: Path | str = SERVER if transport == 'stdio' else start_http_server()
+def toolset_for(transport: str, http_url: str, *, read_timeout: float = 60) -> MCPToolset[Any]:
+    source: Path | str = SERVER if transport == 'stdio' else http_url
     return MCPToolset(source, read_timeout=read_timeout, init_timeout=30)
 
 
@@ -89,10 +89,8 @@ def returns_of(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_a_large_text_is_spilled_and_pageable(
-    transport: str, start_http_server: Callable[[], str], tmp_path: Path
-) -> None:
-    messages = await run_agent(pager('big_log', find_needle), toolset_for(transport, start_http_server), tmp_path)
+async def test_a_large_text_is_spilled_and_pageable(transport: str, http_url: str, tmp_path: Path) -> None:
+    messages = await run_agent(pager('big_log', find_needle), toolset_for(transport, http_url), tmp_path)
     (spilled,) = returns_of(messages, 'big_log')
     assert spilled.metadata is not None and spilled.metadata['overflow_action'] == 'spill'
     assert spilled.metadata['overflow_bytes'] > 3_800_000
@@ -107,12 +105,12 @@ async def test_a_large_text_is_spilled_and_pageable(
 @pytest.mark.parametrize('transport', TRANSPORTS)
 @pytest.mark.parametrize('tool', ['json_as_text', 'structured'])
 async def test_json_is_spilled_as_pretty_json_and_greppable(
-    transport: str, tool: str, start_http_server: Callable[[], str], tmp_path: Path
+    transport: str, tool: str, http_url: str, tmp_path: Path
 ) -> None:
     def find_declined(handle: str) -> list[ToolCallPart]:
         return [ToolCallPart('grep_tool_result', {'handle': handle, 'pattern': '"declined"', 'context_lines': 2})]
 
-    messages = await run_agent(pager(tool, find_declined), toolset_for(transport, start_http_server), tmp_path)
+    messages = await run_agent(pager(tool, find_declined), toolset_for(transport, http_url), tmp_path)
     (spilled,) = returns_of(messages, tool)
     assert spilled.metadata is not None and spilled.metadata['overflow_action'] == 'spill'
     assert 'Shape: {records: array[20,000] of {id: int, status: str, note: str}' in str(spilled.content)
@@ -124,12 +122,12 @@ async def test_json_is_spilled_as_pretty_json_and_greppable(
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
 async def test_a_text_and_image_content_list_is_left_whole_with_a_warning(
-    transport: str, start_http_server: Callable[[], str], tmp_path: Path
+    transport: str, http_url: str, tmp_path: Path
 ) -> None:
     # The docs: an oversized value holding files cannot be cut safely, so it is left as is, with a warning.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        messages = await run_agent(pager('text_and_image'), toolset_for(transport, start_http_server), tmp_path)
+        messages = await run_agent(pager('text_and_image'), toolset_for(transport, http_url), tmp_path)
     (part,) = returns_of(messages, 'text_and_image')
     assert part.metadata is None
     assert any(
@@ -142,12 +140,8 @@ async def test_a_text_and_image_content_list_is_left_whole_with_a_warning(
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_an_embedded_text_resource_is_spilled_and_pageable(
-    transport: str, start_http_server: Callable[[], str], tmp_path: Path
-) -> None:
-    messages = await run_agent(
-        pager('embedded_resource', find_needle), toolset_for(transport, start_http_server), tmp_path
-    )
+async def test_an_embedded_text_resource_is_spilled_and_pageable(transport: str, http_url: str, tmp_path: Path) -> None:
+    messages = await run_agent(pager('embedded_resource', find_needle), toolset_for(transport, http_url), tmp_path)
     (spilled,) = returns_of(messages, 'embedded_resource')
     assert spilled.metadata is not None and spilled.metadata['overflow_action'] == 'spill'
     (grep,) = returns_of(messages, 'grep_tool_result')
@@ -155,13 +149,11 @@ async def test_an_embedded_text_resource_is_spilled_and_pageable(
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_an_embedded_blob_is_spilled_verbatim(
-    transport: str, start_http_server: Callable[[], str], tmp_path: Path
-) -> None:
+async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: str, tmp_path: Path) -> None:
     def hex_dump(handle: str) -> list[ToolCallPart]:
         return [ToolCallPart('read_tool_result', {'handle': handle, 'unit': 'bytes', 'offset': 0, 'limit': 32})]
 
-    messages = await run_agent(pager('embedded_blob', hex_dump), toolset_for(transport, start_http_server), tmp_path)
+    messages = await run_agent(pager('embedded_blob', hex_dump), toolset_for(transport, http_url), tmp_path)
     (spilled,) = returns_of(messages, 'embedded_blob')
     assert spilled.metadata is not None and spilled.metadata['overflow_bytes'] == len(PNG * 4)
     assert 'PNG image, image/png' in str(spilled.content)
@@ -172,10 +164,8 @@ async def test_an_embedded_blob_is_spilled_verbatim(
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_a_tool_error_reaches_the_model_whole(
-    transport: str, start_http_server: Callable[[], str], tmp_path: Path
-) -> None:
-    messages = await run_agent(pager('failing'), toolset_for(transport, start_http_server), tmp_path)
+async def test_a_tool_error_reaches_the_model_whole(transport: str, http_url: str, tmp_path: Path) -> None:
+    messages = await run_agent(pager('failing'), toolset_for(transport, http_url), tmp_path)
     (error,) = parts_after_call(messages)
     assert isinstance(error, (RetryPromptPart, ToolReturnPart))
     text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
@@ -189,7 +179,8 @@ async def test_a_tool_error_reaches_the_model_whole(
 async def test_a_server_that_hangs_ends_the_call_with_the_toolsets_error(
     transport: str, start_http_server: Callable[[], str], tmp_path: Path
 ) -> None:
-    toolset = toolset_for(transport, start_http_server, read_timeout=2)
+    # A server of its own: the hung call keeps running in it until the server is stopped.
+    toolset = toolset_for(transport, start_http_server() if transport == 'http' else '', read_timeout=2)
     messages = await run_agent(pager('hang'), toolset, tmp_path)
     (error,) = parts_after_call(messages)
     text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
@@ -197,11 +188,9 @@ async def test_a_server_that_hangs_ends_the_call_with_the_toolsets_error(
     assert isinstance(messages[-1], ModelResponse) and messages[-1].parts == [TextPart('done')]
 
 
-async def test_a_stdio_server_that_exits_mid_call_ends_the_call_with_the_toolsets_error(
-    start_http_server: Callable[[], str], tmp_path: Path
-) -> None:
+async def test_a_stdio_server_that_exits_mid_call_ends_the_call_with_the_toolsets_error(tmp_path: Path) -> None:
     # Over stdio the toolset turns the closed connection into a retry prompt: the model sees it and the run goes on.
-    messages = await run_agent(pager('die'), toolset_for('stdio', start_http_server, read_timeout=5), tmp_path)
+    messages = await run_agent(pager('die'), toolset_for('stdio', '', read_timeout=5), tmp_path)
     (error,) = parts_after_call(messages)
     text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
     assert 'Connection closed' in text
@@ -212,7 +201,7 @@ async def test_an_http_server_that_exits_mid_call_ends_the_run_with_the_toolsets
     start_http_server: Callable[[], str], tmp_path: Path
 ) -> None:
     # Over streamable HTTP the transport's own error propagates out of the run, untouched by the capability.
-    toolset = toolset_for('http', start_http_server, read_timeout=5)
+    toolset = toolset_for('http', start_http_server(), read_timeout=5)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         with pytest.raises(Exception, match='Server disconnected without sending a response') as raised:
