@@ -6,19 +6,20 @@ model pages back into whatever was spilled.
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -26,9 +27,12 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
     LocalFileStore,
     OverflowingToolOutput,
     OverflowingToolOutputWarning,
+    Truncate,
+    TruncationStrategy,
 )
 
 from .conftest import SERVER
@@ -73,7 +77,9 @@ def find_needle(handle: str) -> list[ToolCallPart]:
 
 
 async def run_agent(model: FunctionModel, toolset: MCPToolset[Any], store: Path) -> list[ModelMessage]:
-    agent = Agent(model, toolsets=[toolset], capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=store))])
+    agent = Agent(
+        model, toolsets=[toolset], capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=store / 'store'))]
+    )
     result = await agent.run('go')
     return result.all_messages()
 
@@ -136,7 +142,7 @@ async def test_a_text_and_image_content_list_is_left_whole_with_a_warning(
     )
     kinds = {type(item).__name__ for item in part.content} if isinstance(part.content, list) else set()
     assert 'str' in kinds and any(kind.startswith('Binary') for kind in kinds)
-    assert not tmp_path.joinpath('private').exists()
+    assert not (tmp_path / 'store').exists()
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
@@ -158,7 +164,7 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
     assert spilled.metadata is not None and spilled.metadata['overflow_bytes'] == len(PNG * 4)
     assert 'PNG image, image/png' in str(spilled.content)
     handle = spilled.metadata['overflow_handle']
-    assert (tmp_path / f'{handle}.out').read_bytes() == PNG * 4
+    assert (tmp_path / 'store' / f'{handle}.out').read_bytes() == PNG * 4
     (dump,) = returns_of(messages, 'read_tool_result')
     assert '89 50 4e 47 0d 0a 1a 0a' in str(dump.content)
 
@@ -167,12 +173,11 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
 async def test_a_tool_error_reaches_the_model_whole(transport: str, http_url: str, tmp_path: Path) -> None:
     messages = await run_agent(pager('failing'), toolset_for(transport, http_url), tmp_path)
     (error,) = parts_after_call(messages)
-    assert isinstance(error, (RetryPromptPart, ToolReturnPart))
-    text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
+    assert isinstance(error, ToolReturnPart) and error.outcome == 'retried'
+    text = str(error.content)
     # 2,000 frames (~100,000 characters, ten times the spill threshold) and the final line: never reduced.
     assert text.count('File "service.py"') == 2_000 and f'RuntimeError: {NEEDLE}' in text
-    assert getattr(error, 'metadata', None) is None
-    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+    assert error.metadata is None and not (tmp_path / 'store').exists()
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
@@ -183,8 +188,9 @@ async def test_a_server_that_hangs_ends_the_call_with_the_toolsets_error(
     toolset = toolset_for(transport, start_http_server() if transport == 'http' else '', read_timeout=2)
     messages = await run_agent(pager('hang'), toolset, tmp_path)
     (error,) = parts_after_call(messages)
-    text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
-    assert 'timed out' in text
+    assert isinstance(error, ToolReturnPart) and error.outcome == 'retried'
+    assert "Request 'tools/call' timed out" in str(error.content)
+    assert error.metadata is None and not (tmp_path / 'store').exists()
     assert isinstance(messages[-1], ModelResponse) and messages[-1].parts == [TextPart('done')]
 
 
@@ -192,8 +198,9 @@ async def test_a_stdio_server_that_exits_mid_call_ends_the_call_with_the_toolset
     # Over stdio the toolset turns the closed connection into a retry prompt: the model sees it and the run goes on.
     messages = await run_agent(pager('die'), toolset_for('stdio', '', read_timeout=5), tmp_path)
     (error,) = parts_after_call(messages)
-    text = error.model_response() if isinstance(error, RetryPromptPart) else str(error.content)
-    assert 'Connection closed' in text
+    assert isinstance(error, ToolReturnPart) and error.outcome == 'retried'
+    assert 'Connection closed' in str(error.content)
+    assert error.metadata is None and not (tmp_path / 'store').exists()
     assert isinstance(messages[-1], ModelResponse) and messages[-1].parts == [TextPart('done')]
 
 
@@ -208,3 +215,57 @@ async def test_an_http_server_that_exits_mid_call_ends_the_run_with_the_toolsets
             await run_agent(pager('die'), toolset, tmp_path)
     assert type(raised.value).__name__ == 'RemoteProtocolError'
     assert not any(issubclass(w.category, OverflowingToolOutputWarning) for w in caught)
+
+
+async def test_per_tool_bands_apply_to_mcp_tool_names(tmp_path: Path) -> None:
+    capability = OverflowingToolOutput(
+        per_tool={'big_log': [Band(over=1_000, action=Truncate(max_chars=2_000, strategy=TruncationStrategy.tail))]},
+        store=LocalFileStore(base_dir=tmp_path / 'store'),
+    )
+    agent = Agent(pager('big_log'), toolsets=[toolset_for('stdio', '')], capabilities=[capability])
+    result = await agent.run('go')
+    (part,) = returns_of(result.all_messages(), 'big_log')
+    assert part.metadata is not None and part.metadata['overflow_action'] == 'truncate'
+    assert len(str(part.content)) <= 2_000 and not (tmp_path / 'store').exists()
+
+
+async def test_an_mcp_result_spilled_into_the_workspace_is_read_with_jq(tmp_path: Path) -> None:
+    workspace = tmp_path / 'ws'
+    workspace.mkdir()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [
+            part for message in messages for part in getattr(message, 'parts', []) if isinstance(part, ToolReturnPart)
+        ]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart('structured', {})])
+        if len(returns) == 1:
+            path = str((returns[0].metadata or {})['overflow_handle'])
+            return ModelResponse(parts=[ToolCallPart('shell', {'command': select_declined(path)})])
+        return ModelResponse(parts=[TextPart(str(returns[-1].content))])
+
+    agent = Agent(
+        FunctionModel(respond),
+        toolsets=[toolset_for('stdio', '')],
+        capabilities=[
+            LocalWorkspace(workspace),
+            OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path / 'store')),
+        ],
+    )
+
+    @agent.tool
+    async def shell(ctx: RunContext[Any], command: str) -> str:
+        result = await ctx.workspace.run(command, shell=True, timeout=30)
+        return result.stdout + result.stderr
+
+    result = await agent.run('which record was declined?')
+    assert result.output.strip() == str(31337 % 20_000)
+    assert not (tmp_path / 'store').exists()
+
+
+def select_declined(path: str) -> str:
+    """`jq` selecting the declined record's id; where `jq` is not installed, the same query in Python."""
+    if shutil.which('jq') is not None:
+        return f'jq \'.records[] | select(.status == "declined") | .id\' {path}'
+    script = 'import json,sys; print(*[r["id"] for r in json.load(open(sys.argv[1]))["records"] if r["status"] == "declined"])'
+    return f"python3 -c '{script}' {path}"
