@@ -4,6 +4,7 @@ nothing is written in (or through) the workspace, and the handle still pages bac
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,22 @@ async def test_workspace_none_keeps_spills_in_the_configured_store(dirs: tuple[P
     handle = handle_in(str(tool_returns(result.all_messages(), 'fetch_log')[0].content))
     assert_in_private_store(handle, result.output, private)
     assert listing(workspace) == ['src.py']
+
+
+async def test_prune_deletes_only_groups_older_than_the_ttl(tmp_path: Path) -> None:
+    workspace = tmp_path / 'ws'
+    workspace.mkdir()
+    store = WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace)), cleanup_after=timedelta(hours=1))
+    old_run = await store.write('old-run/call/0', b'old')
+    solo = await store.write('solo', b'[1, 2]')
+    fresh = await store.write('new-run/call/0', b'new')
+    assert solo == '.overflow/solo.json'
+    stamps = workspace / '.overflow' / '.stamps'
+    (stamps / 'old-run').write_text('0.0')
+    (stamps / 'solo.json').write_text('0.0')
+    (stamps / 'not-a-number').write_text('yesterday')  # a stamp this store cannot read is left alone
+    assert await store.prune() == 2
+    assert not (workspace / old_run).exists() and not (workspace / solo).exists()
+    assert (workspace / fresh).read_bytes() == b'new'
+    assert sorted(path.name for path in stamps.iterdir()) == ['new-run', 'not-a-number']
+    assert await WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace))).prune() == 0  # no TTL: nothing to do

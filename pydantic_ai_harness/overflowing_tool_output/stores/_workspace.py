@@ -20,7 +20,7 @@ import posixpath
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -200,7 +200,7 @@ class WorkspaceStore:
                 f"the workspace gives {handle} authority {level!r}, above its files' {workspace.authority!r}: "
                 'tool output must not be trusted as that'
             )
-        await workspace.write_bytes(target, bytes(data))
+        await workspace.write_bytes(target, data if type(data) is bytes else bytes(data))  # a bytearray or a view
         await self._stamp(root, names[0] if len(names) > 1 else names[0] + suffix)
         await self._maybe_prune(root)
         return handle
@@ -210,7 +210,7 @@ class WorkspaceStore:
         path = await self._path_for(handle)
         try:
             return await self.workspace.read_bytes(path)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, OSError) as exc:
+        except OSError as exc:  # missing, a directory, not a regular file, not readable: all look the same
             raise HandleNotFoundError('no stored payload under this handle') from exc
 
     # -- optional extensions ---------------------------------------------------------------------------
@@ -298,8 +298,9 @@ class WorkspaceStore:
             return 0
         removed = 0
         for entry in await self.workspace.list_dir(stamps):
-            if not _NAME.fullmatch(entry.name.replace('.', '_')) or entry.is_dir:
-                continue
+            group_name, _, suffix = entry.name.partition('.')
+            if entry.is_dir or not _NAME.fullmatch(group_name) or (suffix and f'.{suffix}' not in _SUFFIXES):
+                continue  # not a stamp this store wrote
             try:
                 written = float((await self.workspace.read_bytes(posixpath.join(stamps, entry.name))).decode())
             except (OSError, ValueError):
@@ -327,9 +328,6 @@ class RunSpillStore:
     timeout: float
     """Seconds the workspace may take before the configured store is used."""
 
-    reasons: list[str] = field(default_factory=list[str])
-    """Why writes went to the configured store, in order (also logged)."""
-
     async def write(self, key: str, data: bytes) -> str:
         """Write to the workspace, or, with the reason logged, to the configured store."""
         deadline: anyio.CancelScope | None = None
@@ -343,7 +341,6 @@ class RunSpillStore:
             reason = f'the workspace did not finish writing within {self.timeout:g} s' if own else repr(exc)
         except Exception as exc:  # noqa: BLE001 - any workspace failure means: use the configured store
             reason = f'the workspace write failed: {exc!r}'
-        self.reasons.append(reason)
         logger.warning('spilled to the configured store instead of the workspace: %s', reason)
         return await self.fallback.write(key, data)
 
