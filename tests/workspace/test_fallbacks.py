@@ -156,7 +156,13 @@ async def test_a_symlink_deeper_in_the_spill_directory(tmp_path: Path, dirs: tup
     with pytest.raises(WorkspaceSpillRefused, match='leads outside the workspace'):
         await store.write('run-1/call/0', b'tool output')
     assert await store.write('run-2/call/0', b'tool output') == '.overflow/run-2/call/0.txt'
-    assert listing(outside) == []
+    # A link planted where the next spill's file will be: not written through.
+    (outside / 'target.txt').write_text('untouched')
+    (workspace / '.overflow' / 'run-3' / 'call').mkdir(parents=True)
+    (workspace / '.overflow' / 'run-3' / 'call' / '0.txt').symlink_to(outside / 'target.txt')
+    with pytest.raises(WorkspaceSpillRefused, match='leads outside the workspace'):
+        await store.write('run-3/call/0', b'tool output')
+    assert listing(outside) == ['target.txt'] and (outside / 'target.txt').read_text() == 'untouched'
 
 
 async def test_a_failing_write(dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
