@@ -243,3 +243,16 @@ async def test_prune_deletes_only_groups_older_than_the_ttl(tmp_path: Path) -> N
     assert (workspace / fresh).read_bytes() == b'new'
     assert sorted(path.name for path in stamps.iterdir()) == ['new-run', 'not-a-number']
     assert await WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace))).prune() == 0  # no TTL: nothing to do
+
+
+async def test_a_stamp_that_cannot_be_written_does_not_fail_the_spill(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    workspace = tmp_path / 'ws'
+    (workspace / '.overflow').mkdir(parents=True)
+    (workspace / '.overflow' / '.stamps').write_text('a file where the stamps directory should be')
+    store = WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace)), cleanup_after=timedelta(hours=1))
+    with caplog.at_level(logging.WARNING, LOGGER):
+        handle = await store.write('run/call/0', b'payload')
+    assert (workspace / handle).read_bytes() == b'payload'
+    assert any('could not record the spill time' in record.getMessage() for record in caplog.records)

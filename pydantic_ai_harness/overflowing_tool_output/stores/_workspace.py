@@ -271,11 +271,15 @@ class WorkspaceStore:
         return path
 
     async def _stamp(self, root: str, group: str) -> None:
+        """Record when `group` was last written, for TTL pruning; the payload is already safe, so never raise."""
         if self.cleanup_after is None:
             return
-        stamp = await self._contained(root, posixpath.join(self.directory, _STAMPS, group))
-        if stamp is not None:
-            await self.workspace.write_bytes(stamp, repr(time.time()).encode())
+        try:
+            stamp = await self._contained(root, posixpath.join(self.directory, _STAMPS, group))
+            if stamp is not None:
+                await self.workspace.write_bytes(stamp, repr(time.time()).encode())
+        except Exception as exc:  # noqa: BLE001 - a missed stamp only delays pruning
+            logger.warning('could not record the spill time for TTL pruning in the workspace: %r', exc)
 
     async def _maybe_prune(self, root: str) -> None:
         if self.cleanup_after is None:
