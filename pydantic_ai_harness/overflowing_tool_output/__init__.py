@@ -28,6 +28,9 @@ from .stores import (
     StoreCleanupWarning,
     StoredPayload,
     StoreRootError,
+    WorkspaceSpill,
+    WorkspaceSpillRefused,
+    WorkspaceStore,
     build_line_index,
 )
 
@@ -66,6 +69,9 @@ __all__ = (
     'SummarizeFunc',
     'Truncate',
     'TruncationStrategy',
+    'WorkspaceSpill',
+    'WorkspaceSpillRefused',
+    'WorkspaceStore',
     'build_line_index',
     'build_query_toolset',
     'default_bands',

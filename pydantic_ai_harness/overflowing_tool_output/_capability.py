@@ -42,6 +42,7 @@ from ._tools import QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_rendered
 from .stores import LocalFileStore, OverflowStore
 from .stores._paths import handle_for_key
+from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
 
@@ -186,6 +187,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     id: str | None = 'overflowing_tool_output'
     """Stable by default, as durable execution requires; two instances in one agent merge (the later wins)."""
 
+    workspace: WorkspaceSpill | None = field(default_factory=WorkspaceSpill)
+    """Spill into the run's workspace (`ctx.workspace`) when one is attached and writable, else into `store`.
+
+    The preview then names the file, so the agent's own tools (`grep -n`, `jq`) work on it. `None`: always `store`.
+    """
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
@@ -250,7 +257,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The `read_tool_result` and `grep_tool_result` tools the model pages back into spills with."""
-        return build_query_toolset(self._resolved_store)
+        if self.workspace is None:
+            return build_query_toolset(self._resolved_store)
+        return _query_toolset(self._resolved_store, self.workspace)
 
     async def prepare_tools(self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         """At a run's first step, warn about settings the run shows to be wrong; the tools are left as they are.
@@ -489,7 +498,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if not ctx.in_durable_context:
             # Outside a durable run the operation would run in place anyway: skip its text/base64 round trip,
             # which costs several copies of a payload that may be 100 MB.
-            return await self._store_write(key, data, timeout)
+            return await self._store_write(key, data, timeout, store_for_run(self._resolved_store, ctx, self.workspace))
         # Text crosses a durable boundary as itself (JSON-encoded by some engines, so it counts against their
         # payload limits about once); bytes that are not UTF-8 (binary, lone surrogates) cross as base64.
         try:
@@ -512,16 +521,20 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         instead of writing again. The name is persisted by the engines: never change it. Failures are
         returned, not raised, so they are recorded too.
         """
-        del ctx  # carried only so the engine dispatches this call within the run
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
-        return await self._store_write(key, data, timeout)
+        return await self._store_write(key, data, timeout, store_for_run(self._resolved_store, ctx, self.workspace))
 
-    async def _store_write(self, key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
-        """The store write itself, bounded by `timeout`. Returns `(handle, '')` or `(None, reason)`."""
+    async def _store_write(
+        self, key: str, data: bytes, timeout: float, store: OverflowStore | None = None
+    ) -> tuple[str | None, str]:
+        """The store write itself (to `store`, default the configured one), bounded by `timeout`.
+
+        Returns `(handle, '')` or `(None, reason)`.
+        """
         deadline: anyio.CancelScope | None = None
         try:
             with anyio.fail_after(timeout) as deadline:
-                handle = await self._resolved_store.write(key, data)
+                handle = await (store or self._resolved_store).write(key, data)
         except TimeoutError as exc:
             if deadline is None or not deadline.cancel_called:  # the store's own TimeoutError, not our deadline
                 return None, f'the store failed: {exc!r}'
@@ -570,7 +583,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             handle, reason = await self._write(ctx, key, rendered.data, action.timeout)
             if handle is None:
                 return None, reason
-            preview = binary_preview(call.tool_name, handle, rendered.data, rendered.media_type)
+            preview = binary_preview(
+                call.tool_name, handle, rendered.data, rendered.media_type, **self._workspace_file(handle)
+            )
             return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
         if len(rendered.text) <= action.preview_chars:
             # The preview would hold all of it plus its header, so it cannot be smaller: store nothing, and hand
@@ -588,12 +603,19 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             tokens=tokens,
             lines=lines,
             nbytes=len(data),
+            **self._workspace_file(handle),
         )
         shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
         build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, data=data)
         # A preview scans the whole payload (linear, a few ms per MB): keep other runs' tasks moving meanwhile.
         preview = await _off_loop(ctx, build, large=len(data) > _OFF_LOOP_BYTES)
         return _Reduced(preview, 'spill', handle, len(data)), ''
+
+    def _workspace_file(self, handle: str) -> dict[str, Any]:
+        """For a spill that went into the workspace: its path (the handle itself) and whether the query tools are on."""
+        if self.workspace is None or not self.workspace.owns(handle):
+            return {}
+        return {'path': handle, 'query_tools': self.workspace.query_tools == 'always'}
 
     async def _summarize(
         self, action: Summarize, ctx: RunContext[AgentDepsT], call: ToolCallPart, rendered: Rendered, unit: UnitName
@@ -678,6 +700,21 @@ async def _off_loop(ctx: RunContext[Any], work: Callable[[], _T], *, large: bool
     if large and not ctx.in_durable_context:
         return await anyio.to_thread.run_sync(work)
     return work()
+
+
+def _query_toolset(store: OverflowStore, spill: WorkspaceSpill) -> AbstractToolset[Any]:
+    """The query tools reading workspace handles from the run's workspace, others from `store`.
+
+    With `query_tools='fallback_only'` they are offered only once a spill of the conversation is outside the workspace.
+    """
+    toolset = build_query_toolset(store, route=route_for_run(store, spill))
+    if spill.query_tools == 'always':
+        return toolset
+
+    def needed(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+        return any(not spill.owns(handle) for handle in overflow_report(ctx.messages).handles)
+
+    return toolset.filtered(needed)
 
 
 def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:

@@ -10,7 +10,15 @@ import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from ._markers import format_bytes, spill_header, spill_how_to_read
 
-__all__ = ('SpillSummary', 'binary_preview', 'detect_binary_type', 'important_lines', 'shape_sketch', 'text_preview')
+__all__ = (
+    'SpillSummary',
+    'binary_preview',
+    'detect_binary_type',
+    'important_lines',
+    'shape_sketch',
+    'text_preview',
+    'workspace_file_line',
+)
 
 
 class _Match(Protocol):
@@ -76,6 +84,12 @@ class SpillSummary:
 
     nbytes: int
     """Bytes stored."""
+
+    path: str | None = None
+    """The file in the run's workspace that holds it (relative to the working directory), when it went there."""
+
+    query_tools: bool = True
+    """Whether `read_tool_result` / `grep_tool_result` are offered to page it back."""
 
 
 def _clip(line: str) -> str:
@@ -223,6 +237,10 @@ def text_preview(
 ) -> str:
     """The model-visible replacement for a spilled text or structured payload (`data`: its UTF-8, if at hand)."""
     parts = [spill_header(summary), spill_how_to_read()]
+    if summary.path is not None:
+        # Without the query tools the file line replaces the paging hint, and closes the header's bracket.
+        file_line = workspace_file_line()
+        parts[1:] = [parts[1], file_line] if summary.query_tools else [file_line[1:]]
     used = sum(len(p) for p in parts)
     if shape:
         sketch = f'Shape: {shape}\n'
@@ -283,16 +301,35 @@ def detect_binary_type(data: bytes, declared: str | None = None) -> str:
     return 'unknown binary data'
 
 
-def binary_preview(tool_name: str, handle: str, data: bytes, declared: str | None) -> str:
-    """The model-visible replacement for a spilled binary payload."""
+def binary_preview(
+    tool_name: str, handle: str, data: bytes, declared: str | None, *, path: str | None = None, query_tools: bool = True
+) -> str:
+    """The model-visible replacement for a spilled binary payload (`path`: its file in the workspace, if any)."""
     kind = detect_binary_type(data, declared)
     sample = data[:32].hex(' ')
+    how = (
+        f'To inspect it: read_tool_result(handle="{handle}", unit="bytes", offset=0, limit=512) shows a hex dump '
+        'of a byte range; grep_tool_result searches it for text.'
+    )
+    if path is not None:
+        where = workspace_file_line()[1:-2] + '.'
+        how = f'{how} {where}' if query_tools else where
     return (
         f'[The tool `{tool_name}` returned binary data ({format_bytes(len(data))}: {len(data):,} bytes, {kind}), '
         f'which cannot be shown as text. It was saved verbatim under handle "{handle}".\n'
-        f'To inspect it: read_tool_result(handle="{handle}", unit="bytes", offset=0, limit=512) shows a hex dump '
-        'of a byte range; grep_tool_result searches it for text.]\n'
+        f'{how}]\n'
         f'First bytes: {sample}'
+    )
+
+
+def workspace_file_line() -> str:
+    """The preview line saying that the handle is also a file the agent's own tools can open.
+
+    The handle is the file's path, so the path is not repeated: it is stated once, in the header.
+    """
+    return (
+        "[That handle is also the file's path, relative to your workspace's working directory: your own file and "
+        'shell tools work on it (grep -n, sed -n, head; jq for JSON).]\n'
     )
 
 

@@ -8,12 +8,12 @@ run on RE2 (linear time), and every output is capped in lines and characters.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-from pydantic_ai import FunctionToolset, ModelRetry
+from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from ._query import (
     GrepResult,
@@ -192,7 +192,12 @@ def _fit(rendered: list[str], budget: int, *, keep_tail: bool) -> int:
     return count
 
 
-def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = None) -> FunctionToolset[Any]:
+def build_query_toolset(
+    store: OverflowStore,
+    *,
+    limits: QueryLimits | None = None,
+    route: Callable[[RunContext[Any], str], OverflowStore] | None = None,
+) -> FunctionToolset[Any]:
     """The `read_tool_result` / `grep_tool_result` toolset over `store`.
 
     Works with any [`OverflowStore`][pydantic_ai_harness.overflowing_tool_output.OverflowStore]; stores
@@ -201,8 +206,11 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
     Args:
         store: Where the stored results live.
         limits: Output and time caps (defaults: [`QueryLimits()`][pydantic_ai_harness.overflowing_tool_output._tools.QueryLimits]).
+        route: Picks the store for a handle in a run (e.g. the run's workspace for its own handles); default: `store`.
     """
     caps = limits or QueryLimits()
+    if route is not None:
+        return _routed_toolset(route, caps)
 
     async def read_tool_result(
         handle: str,
@@ -230,6 +238,39 @@ def build_query_toolset(store: OverflowStore, *, limits: QueryLimits | None = No
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
+    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+
+
+def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps: QueryLimits) -> FunctionToolset[Any]:
+    """The same tools, reading each handle from the store `route` picks for it in the calling run."""
+
+    async def read_tool_result(
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int = 0,
+        limit: int = _DEFAULT_LIMIT,
+        from_end: bool = False,
+        pattern: str | None = None,
+        unit: Literal['lines', 'bytes'] = 'lines',
+    ) -> str:
+        store = route(ctx, _clean_handle(handle))
+        answer = _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+        return await _within_store_timeout(answer, handle, caps.store_timeout)
+
+    async def grep_tool_result(
+        ctx: RunContext[Any],
+        handle: str,
+        pattern: str,
+        context_lines: int = 2,
+        max_matches: int = 20,
+        is_regex: bool = False,
+    ) -> str:
+        store = route(ctx, _clean_handle(handle))
+        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        return await _within_store_timeout(answer, handle, caps.store_timeout)
+
+    read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
+    grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
     return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
 
 

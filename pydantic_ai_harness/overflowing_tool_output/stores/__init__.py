@@ -23,6 +23,7 @@ from ._protocol import (
     StoredPayload,
 )
 from ._remote import PayloadTooLargeError, StoreBackendError
+from ._workspace import WorkspaceSpill, WorkspaceSpillRefused, WorkspaceStore
 
 if TYPE_CHECKING:
     from ._object import ObjectStore as ObjectStore
@@ -43,6 +44,9 @@ __all__ = (
     'StoreCleanupWarning',
     'StoreRootError',
     'StoredPayload',
+    'WorkspaceSpill',
+    'WorkspaceSpillRefused',
+    'WorkspaceStore',
     'build_line_index',
 )
 
