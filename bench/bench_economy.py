@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import random
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,10 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._report import Entry
 from examples import _payloads as payloads
-from examples._scripted import NOT_FOUND, CarefulModel, Question, cl100k_counter, in_hex_dump, on_line, preceding
+from examples._scripted import (
+    NOT_FOUND,
+    CarefulModel,
+    Question,
+    cl100k_counter,
+    in_hex_dump,
+    on_line,
+    part_text,
+    preceding,
+    visible_text,
+)
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill, Truncate
 
 TITLE = 'Context economy: tokens paid vs facts still reachable'
@@ -250,6 +265,8 @@ def chart(outcomes: list[Outcome]) -> None:
 
 def run() -> tuple[list[Entry], str]:
     outcomes = asyncio.run(measure())
+    with tempfile.TemporaryDirectory(prefix='economy-structural-') as tmp:
+        structural, structural_table = structural_entries(asyncio.run(measure_structural(Path(tmp), cl100k_counter())))
     chart(outcomes)
     by_config: dict[str, list[Outcome]] = {}
     for o in outcomes:
@@ -291,4 +308,130 @@ def run() -> tuple[list[Entry], str]:
         for name, rows in by_config.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    return entries, text
+    return [*entries, *structural], f'{text}\n\n{structural_table}'
+
+
+# --- structural question: "how many orders are stuck, and which" ------------------------------------
+
+STRUCTURAL_QUESTION = 'How many orders are stuck, and which?'
+_GREP_HIT = re.compile(r'^>\s*(\d+)\| (.*)$', re.MULTILINE)
+_RECORD_ID = re.compile(r'^\s*\d+\| {4}"id": "([^"]+)"', re.MULTILINE)
+_QUERY_ID = re.compile(r"\['id'\] = \"([^\"]+)\"")
+
+
+def stuck_orders(count: int = 20_000, seed: int = 23) -> tuple[dict[str, Any], list[str]]:
+    """Orders whose status sits below their items and history; past delays also read `"status": "stuck"`."""
+    rng = random.Random(seed)
+    stuck_at = {count // 7, count // 2, count * 6 // 7}
+    data: list[dict[str, Any]] = []
+    stuck: list[str] = []
+    for i in range(count):
+        order_id = f'ord_{rng.getrandbits(32):08x}'
+        history = [{'at': f'2024-05-{rng.randint(1, 28):02d}', 'status': 'stuck'}] if rng.random() < 0.002 else []
+        status = 'stuck' if i in stuck_at else rng.choice(['paid', 'shipped', 'delivered'])
+        if status == 'stuck':
+            stuck.append(order_id)
+        data.append(
+            {
+                'id': order_id,
+                'customer': {'id': f'cus_{rng.getrandbits(24):06x}', 'country': rng.choice(['FR', 'DE', 'US'])},
+                'items': [{'sku': f'SKU-{rng.randint(1000, 9999)}', 'qty': rng.randint(1, 4)} for _ in range(3)],
+                'history': history,
+                'status': status,
+            }
+        )
+    return {'object': 'list', 'data': data}, stuck
+
+
+@dataclass
+class _StructuralTrace:
+    retrievals: int = 0
+    tokens: int = 0
+    answer: tuple[int, list[str]] | None = None
+
+
+def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[str], int]) -> FunctionModel:
+    """A careful model answering the structural question, by grep and reads, or by one path query."""
+    state: dict[str, Any] = {'hits': [], 'ids': []}
+
+    def call(name: str, args: dict[str, Any]) -> ModelResponse:
+        trace.retrievals += 1
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f'call_{trace.retrievals + 1}')])
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        trace.tokens += sum(count(part_text(part)) for message in messages for part in message.parts)
+        trace.tokens += count(
+            json.dumps([(t.name, t.description, t.parameters_json_schema) for t in info.function_tools])
+        )
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('list_orders', {}, tool_call_id='call_1')])
+        text = visible_text(messages[-1])
+        handle = re.search(r'handle "([^"]+)"', text) or re.search(r"handle='([^']+)'", text)
+        if 'handle' not in state and handle:
+            state['handle'] = handle.group(1)
+            if strategy == 'path query':
+                return call('query_tool_result', {'handle': state['handle'], 'path': "$.data[?@.status=='stuck'].id"})
+            return call(
+                'grep_tool_result', {'handle': state['handle'], 'pattern': '"status": "stuck"', 'max_matches': 100}
+            )
+        if strategy == 'path query':
+            ids = _QUERY_ID.findall(text)
+            trace.answer = (len(ids), ids)
+            return ModelResponse(parts=[TextPart(f'{len(ids)}: {", ".join(ids)}')])
+        if not state.get('grepped'):
+            state['grepped'] = True
+            # A hit whose context shows a history entry (`"at": ...` just above) is a past delay, not the status.
+            for match in _GREP_HIT.finditer(text):
+                above = text[: match.start()].rsplit('\n', 2)[-2] if '\n' in text[: match.start()] else ''
+                if '"at":' not in above:
+                    state['hits'].append(int(match.group(1)))
+        else:
+            ids = _RECORD_ID.findall(text)
+            if ids:
+                state['ids'].append(ids[-1])
+        if state['hits']:
+            line = state['hits'].pop(0)
+            return call('read_tool_result', {'handle': state['handle'], 'offset': max(0, line - 30), 'limit': 32})
+        trace.answer = (len(state['ids']), state['ids'])
+        return ModelResponse(parts=[TextPart(f'{len(state["ids"])}: {", ".join(state["ids"])}')])
+
+    return FunctionModel(respond, model_name=f'structural-{strategy}')
+
+
+async def measure_structural(root: Path, count: Callable[[str], int]) -> dict[str, tuple[_StructuralTrace, bool]]:
+    """The structural question under the default configuration, answered by grep and reads, or by a path query."""
+    document, stuck = stuck_orders()
+    outcomes: dict[str, tuple[_StructuralTrace, bool]] = {}
+    for strategy in ('grep and read', 'path query'):
+        trace = _StructuralTrace()
+        capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root / strategy.replace(' ', '-')))
+        agent = Agent(_structural_model(strategy, trace, count), capabilities=[capability])
+        agent.tool_plain(name='list_orders')(lambda: document)
+        await agent.run(STRUCTURAL_QUESTION, run_id=f'bench-structural-{strategy.replace(" ", "-")}')
+        outcomes[strategy] = (trace, trace.answer == (len(stuck), stuck))
+    return outcomes
+
+
+def structural_entries(outcomes: dict[str, tuple[_StructuralTrace, bool]]) -> tuple[list[Entry], str]:
+    (grep, grep_ok), (query, query_ok) = outcomes['grep and read'], outcomes['path query']
+    entries = [
+        Entry(
+            'economy',
+            'structural question ("how many orders are stuck, and which"): retrieval calls, path query vs grep',
+            query.retrievals,
+            'calls',
+            f'< {grep.retrievals} (grep and read), both correct',
+            query_ok and grep_ok and query.retrievals < grep.retrievals,
+            detail=f'grep and read: {grep.retrievals} calls, {grep.tokens:,} tokens; '
+            f'path query: {query.retrievals} call, {query.tokens:,} tokens',
+        )
+    ]
+    rows = '\n'.join(
+        f'| {name} | {trace.retrievals} | {trace.tokens:,} | {"yes" if ok else "**no**"} |'
+        for name, (trace, ok) in outcomes.items()
+    )
+    table = (
+        f'Structural question, "{STRUCTURAL_QUESTION}" over a 20,000-order JSON response (default configuration):\n\n'
+        '| strategy | retrieval calls | input tokens (cl100k) | exact answer |\n|---|---:|---:|---|\n' + rows
+    )
+    return entries, table
