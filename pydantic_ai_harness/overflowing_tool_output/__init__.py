@@ -11,6 +11,7 @@ from . import stores as _stores
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
+from ._secrets import SecretRedaction, SecretRule
 from ._summarize import OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
 from .stores import (
@@ -54,6 +55,8 @@ __all__ = (
     'PayloadTooLargeError',
     'QueryLimits',
     'RangeReadableStore',
+    'SecretRedaction',
+    'SecretRule',
     'Spill',
     'StoreBackendError',
     'StoreCleanupWarning',

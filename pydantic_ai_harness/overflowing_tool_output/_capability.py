@@ -35,10 +35,12 @@ from ._events import (
 from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
+from ._secrets import Redactor, SecretRedaction
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_text
+from ._withhold import withhold_secrets
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
@@ -175,11 +177,16 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     id: str | None = 'overflowing_tool_output'
     """Stable by default, as durable execution requires; two instances in one agent merge (the later wins)."""
 
+    redact_secrets: SecretRedaction | None = None
+    """Opt-in: mask credentials in every return this capability touches, below every band too, before previews,
+    truncation, summaries and the store see it. See [`SecretRedaction`][pydantic_ai_harness.overflowing_tool_output.SecretRedaction]."""
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
     _summary_locks: dict[str, anyio.Lock] = field(init=False, repr=False, compare=False)
+    _redactor: Redactor | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -196,6 +203,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
         self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values()))
         self._summary_locks = {}
+        self._redactor = _build_redactor(self.redact_secrets)
 
     @classmethod
     def from_spec(
@@ -246,6 +254,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
         if tool_def.toolset_id == QUERY_TOOLSET_ID:
             return result  # our own query tools: their output is already bounded
+        if self._redactor is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
+            result = await withhold_secrets(
+                self._redactor, cast(SecretRedaction, self.redact_secrets), ctx, call, result
+            )
         if type(result) is str and self._plainly_below_threshold(result, tool_def.name):
             return result  # the common case, decided without rendering or allocating anything
         try:
@@ -579,6 +591,20 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if outcome.summary is None:
             return None, outcome.reason
         return _Reduced(outcome.summary, 'summarize', handle, nbytes), ''
+
+
+def _build_redactor(setting: SecretRedaction | None) -> Redactor | None:
+    """The redactor for `redact_secrets`; a bad setting raises at construction, naming it."""
+    if setting is None:
+        return None
+    if not isinstance(setting, SecretRedaction):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f'redact_secrets must be a SecretRedaction or None, got {type(setting).__name__}')
+    if setting.keep_original_in is not None and not callable(getattr(setting.keep_original_in, 'write', None)):
+        raise TypeError('redact_secrets.keep_original_in must be an OverflowStore (with an async write(key, data))')
+    try:
+        return Redactor.from_setting(setting)
+    except ImportError as exc:
+        raise UserError(f'redact_secrets: {exc}') from None
 
 
 def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:
