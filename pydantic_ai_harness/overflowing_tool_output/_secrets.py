@@ -95,7 +95,7 @@ _OWN_RULES = (
 )
 
 _PLACEHOLDER = (
-    r'^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{[^}]*\}\}|<[^>]*>|\*+|x+|X+|\.+|'
+    r'^(?:[0-9.]+|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{[^}]*\}\}|<[^>]*>|\*+|x+|X+|\.+|'
     r'(?i:true|false|null|none|changeme|redacted|example|placeholder))$'
 )
 
@@ -289,6 +289,8 @@ class Redactor:
                 start -= 1
             while end < len(data) and data[end] in _TOKEN_BYTES:
                 end += 1
+            while end > start and data[end - 1] == ord('.'):
+                end -= 1  # a full stop after the token ends the sentence, not the secret
         secret = data[start:end]
         if not secret or self._placeholder.search(secret) is not None:
             return None
