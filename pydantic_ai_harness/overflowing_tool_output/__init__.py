@@ -12,6 +12,7 @@ from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, 
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
 from ._secrets import SecretRedaction, SecretRule
+from ._step_budget import StepBudget
 from ._summarize import OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
 from .stores import (
@@ -58,6 +59,7 @@ __all__ = (
     'SecretRedaction',
     'SecretRule',
     'Spill',
+    'StepBudget',
     'StoreBackendError',
     'StoreCleanupWarning',
     'StoreRootError',
