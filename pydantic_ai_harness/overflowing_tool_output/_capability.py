@@ -691,6 +691,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     def _step_action(self, tool_name: str, budget: StepBudget) -> Action | None:
         """The action the step budget reduces a return of `tool_name` with: its own, or its smallest band's."""
+        if tool_name in self._per_tool_desc and not self._per_tool_desc[tool_name]:
+            return None  # `per_tool={name: []}`: never reduce that tool
         if budget.action is not None:
             return budget.action
         bands = self.bands_for(tool_name)

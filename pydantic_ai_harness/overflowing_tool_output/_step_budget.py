@@ -33,8 +33,8 @@ class StepBudget:
     """The budget, in the unit of the bands: characters, or tokens with `over_tokens=True`."""
 
     action: Action | None = None
-    """How a return is reduced: `None` uses the action of the smallest band of its tool (a tool whose bands
-    are empty is never reduced); or one action for all, e.g. `Spill(preview_chars=500)`."""
+    """How a return is reduced: `None` uses the action of the smallest band of its tool; or one action for all,
+    e.g. `Spill(preview_chars=500)`. A tool with `per_tool={name: []}` is never reduced."""
 
     def __post_init__(self) -> None:
         if isinstance(self.max_size, bool) or not isinstance(self.max_size, int) or self.max_size < 1:  # pyright: ignore[reportUnnecessaryIsInstance]
