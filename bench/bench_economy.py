@@ -29,7 +29,14 @@ from examples._scripted import (
     preceding,
     visible_text,
 )
-from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill, Truncate
+from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
+    LocalFileStore,
+    OverflowingToolOutput,
+    Spill,
+    StepBudget,
+    Truncate,
+)
 
 TITLE = 'Context economy: tokens paid vs facts still reachable'
 METHOD = """
@@ -267,6 +274,7 @@ def run() -> tuple[list[Entry], str]:
     outcomes = asyncio.run(measure())
     with tempfile.TemporaryDirectory(prefix='economy-structural-') as tmp:
         structural, structural_table = structural_entries(asyncio.run(measure_structural(Path(tmp), cl100k_counter())))
+        parallel, parallel_table = parallel_entries(asyncio.run(measure_parallel(Path(tmp), cl100k_counter())))
     chart(outcomes)
     by_config: dict[str, list[Outcome]] = {}
     for o in outcomes:
@@ -308,7 +316,7 @@ def run() -> tuple[list[Entry], str]:
         for name, rows in by_config.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    return [*entries, *structural], f'{text}\n\n{structural_table}'
+    return [*entries, *structural, *parallel], f'{text}\n\n{structural_table}\n\n{parallel_table}'
 
 
 # --- structural question: "how many orders are stuck, and which" ------------------------------------
@@ -433,5 +441,116 @@ def structural_entries(outcomes: dict[str, tuple[_StructuralTrace, bool]]) -> tu
     table = (
         f'Structural question, "{STRUCTURAL_QUESTION}" over a 20,000-order JSON response (default configuration):\n\n'
         '| strategy | retrieval calls | input tokens (cl100k) | exact answer |\n|---|---:|---:|---|\n' + rows
+    )
+    return entries, table
+
+
+# --- many parallel calls: the step budget ----------------------------------------------------------------
+
+PARALLEL_QUESTION = 'Search the 24 regional catalogs: what does WIDGET-42 cost?'
+PARALLEL_CALLS = 24
+PARALLEL_FACT = '129.50 EUR'
+_PARALLEL_HANDLE = re.compile(r'handle "([^"]+)"')
+_PARALLEL_ANSWER = re.compile(r'WIDGET-42 costs ([\d.]+ EUR)')
+
+
+def regional_catalog(region: int, seed: int = 31) -> str:
+    """A search result below every band (6,000-9,500 characters); one region lists the widget asked about."""
+    rng = random.Random(seed * 1_000 + region)
+    rows = [f'region {region} catalog, page 1 of 1']
+    while sum(len(row) + 1 for row in rows) < rng.randint(6_000, 9_500):
+        rows.append(
+            f'SKU-{rng.randint(1000, 9999)} {rng.choice(["bolt", "nut", "gear", "spring"])} costs {rng.randint(1, 999)}.{rng.randint(0, 99):02d} EUR'
+        )
+    if region == 17:
+        rows.insert(len(rows) // 2, f'WIDGET-42 costs {PARALLEL_FACT}')
+    return '\n'.join(rows)
+
+
+def _parallel_model(trace: _StructuralTrace, count: Callable[[str], int]) -> FunctionModel:
+    """A careful model: one step of parallel searches, then a grep of every stored result it was not shown in full."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        trace.tokens += sum(count(part_text(part)) for message in messages for part in message.parts)
+        trace.tokens += count(
+            json.dumps([(t.name, t.description, t.parameters_json_schema) for t in info.function_tools])
+        )
+        if len(messages) == 1:
+            calls = [
+                ToolCallPart('search_catalog', {'region': r}, tool_call_id=f'call_{r}') for r in range(PARALLEL_CALLS)
+            ]
+            return ModelResponse(parts=calls)
+        text = visible_text(messages[-1])
+        found = _PARALLEL_ANSWER.search(text)
+        if found:
+            trace.answer = (1, [found.group(1)])
+            return ModelResponse(parts=[TextPart(found.group(1))])
+        handles = _PARALLEL_HANDLE.findall(text)
+        if handles and trace.retrievals == 0:
+            trace.retrievals = len(handles)
+            greps = [
+                ToolCallPart(
+                    'grep_tool_result',
+                    {'handle': h, 'pattern': 'WIDGET-42', 'max_matches': 1},
+                    tool_call_id=f'grep_{i}',
+                )
+                for i, h in enumerate(handles)
+            ]
+            return ModelResponse(parts=greps)
+        trace.answer = (0, [])
+        return ModelResponse(parts=[TextPart(NOT_FOUND)])
+
+    return FunctionModel(respond, model_name='parallel-careful')
+
+
+async def measure_parallel(root: Path, count: Callable[[str], int]) -> dict[str, _StructuralTrace]:
+    """The parallel-search question under the default configuration, with and without a step budget."""
+    budgets: dict[str, StepBudget | None] = {
+        'default': None,
+        'default + StepBudget(40,000)': StepBudget(max_size=40_000),
+        'default + StepBudget(40,000, Spill(preview_chars=300))': StepBudget(
+            max_size=40_000, action=Spill(preview_chars=300)
+        ),
+    }
+    outcomes: dict[str, _StructuralTrace] = {}
+    for number, (name, budget) in enumerate(budgets.items()):
+        trace = _StructuralTrace()
+        capability = OverflowingToolOutput(
+            store=LocalFileStore(base_dir=root / f'parallel-{number}'), step_budget=budget
+        )
+        agent = Agent(_parallel_model(trace, count), capabilities=[capability])
+        agent.tool_plain(name='search_catalog')(regional_catalog)
+        await agent.run(PARALLEL_QUESTION, run_id=f'bench-parallel-{number}')
+        outcomes[name] = trace
+    return outcomes
+
+
+def parallel_entries(outcomes: dict[str, _StructuralTrace]) -> tuple[list[Entry], str]:
+    plain = outcomes['default']
+    found = {name: trace.answer == (1, [PARALLEL_FACT]) for name, trace in outcomes.items()}
+    entries: list[Entry] = []
+    for name, trace in outcomes.items():
+        if trace is plain:
+            continue
+        saved = 1 - trace.tokens / plain.tokens
+        entries.append(
+            Entry(
+                'economy',
+                f'{PARALLEL_CALLS} parallel calls under every band, {name.removeprefix("default + ")}: input tokens saved',
+                saved * 100,
+                '%',
+                '>= 40%, fact still found',
+                saved >= 0.4 and found[name] and found['default'],
+                detail=f'{plain.tokens:,} -> {trace.tokens:,} tokens; {trace.retrievals} retrieval calls',
+            )
+        )
+    rows = '\n'.join(
+        f'| {name} | {trace.retrievals} | {trace.tokens:,} | {"yes" if found[name] else "**no**"} |'
+        for name, trace in outcomes.items()
+    )
+    table = (
+        f'Many parallel calls, "{PARALLEL_QUESTION}" ({PARALLEL_CALLS} results of 6,000-9,500 characters each, '
+        'all below the default 10,000-character band):\n\n'
+        '| configuration | retrieval calls | input tokens (cl100k) | fact found |\n|---|---:|---:|---|\n' + rows
     )
     return entries, table
