@@ -37,11 +37,11 @@ from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, t
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
-from ._step_budget import StepBudget, StepReturn, plan_step, step_note
+from ._step_budget import STEP_ACTIONS, StepBudget, StepReturn, plan_step, step_calls, step_note
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_text
-from ._withhold import withhold_secrets
+from ._withhold import build_redactor, withhold_secrets
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
@@ -208,7 +208,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
         self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values()))
         self._summary_locks = {}
-        self._redactor = _build_redactor(self.redact_secrets)
+        self._redactor = build_redactor(self.redact_secrets)
         if self.step_budget is not None and not isinstance(self.step_budget, StepBudget):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         if self.step_budget is not None and self.step_budget.action is not None:
@@ -626,7 +626,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], budget: StepBudget
     ) -> tuple[ModelRequest, ModelRequest] | None:
         """The last request with its largest tool returns reduced until the step fits, or `None` if it fits."""
-        found = _step_calls(ctx.messages)
+        found = step_calls(ctx.messages)
         if found is None:
             return None
         request, calls = found
@@ -664,7 +664,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                     ctx, call, (Band(over=0, action=action),), rendered, part.content, 'return_value'
                 )
                 slot = slots[position]
-                if reduced is None or reduced.action not in _STEP_ACTIONS or not isinstance(reduced.value, str):
+                if reduced is None or reduced.action not in STEP_ACTIONS or not isinstance(reduced.value, str):
                     returns[slot] = replace(returns[slot], reducible=False)
                     continue
                 note = step_note(
@@ -672,7 +672,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                     total=total,
                     budget=budget.max_size,
                     size=returns[slot].size,
-                    action=_STEP_ACTIONS.get(reduced.action, reduced.action),
+                    action=STEP_ACTIONS.get(reduced.action, reduced.action),
                     unit=unit,
                 )
                 content = note + reduced.value
@@ -697,33 +697,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return budget.action
         bands = self.bands_for(tool_name)
         return bands[-1].action if bands else None
-
-
-_STEP_ACTIONS = {'spill': 'stored in full, with a preview here', 'truncate': 'truncated', 'summarize': 'summarized'}
-"""How the step-budget note names what was done to a return."""
-
-
-def _step_calls(messages: Sequence[Any]) -> tuple[ModelRequest, dict[str, tuple[int, ToolCallPart]]] | None:
-    """The last request, if it answers the tool calls of the response before it, and those calls by id."""
-    if len(messages) < 2 or not isinstance(messages[-1], ModelRequest) or not isinstance(messages[-2], ModelResponse):
-        return None
-    request, response = messages[-1], messages[-2]
-    calls = {part.tool_call_id: (position, part) for position, part in enumerate(response.tool_calls)}
-    return (request, calls) if calls else None
-
-
-def _build_redactor(setting: SecretRedaction | None) -> Redactor | None:
-    """The redactor for `redact_secrets`; a bad setting raises at construction, naming it."""
-    if setting is None:
-        return None
-    if not isinstance(setting, SecretRedaction):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise TypeError(f'redact_secrets must be a SecretRedaction or None, got {type(setting).__name__}')
-    if setting.keep_original_in is not None and not callable(getattr(setting.keep_original_in, 'write', None)):
-        raise TypeError('redact_secrets.keep_original_in must be an OverflowStore (with an async write(key, data))')
-    try:
-        return Redactor.from_setting(setting)
-    except ImportError as exc:
-        raise UserError(f'redact_secrets: {exc}') from None
 
 
 def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart
 
 from ._bands import Action, Passthrough, Spill, Summarize, Truncate
 
-__all__ = ('StepBudget', 'StepReturn', 'plan_step', 'step_note')
+__all__ = ('STEP_ACTIONS', 'StepBudget', 'StepReturn', 'plan_step', 'step_calls', 'step_note')
+
+STEP_ACTIONS = {'spill': 'stored in full, with a preview here', 'truncate': 'truncated', 'summarize': 'summarized'}
+"""The reductions the step budget applies, and how its note names each."""
 
 
 @dataclass(frozen=True)
@@ -80,3 +86,12 @@ def step_note(*, calls: int, total: int, budget: int, size: int, action: str, un
         f'[Step budget: the {calls:,} tool results of this step came to {total:,} {unit}, over the budget of '
         f'{budget:,}; this one ({size:,} {unit}, one of the largest) was {action}.]\n'
     )
+
+
+def step_calls(messages: Sequence[Any]) -> tuple[ModelRequest, dict[str, tuple[int, ToolCallPart]]] | None:
+    """The last request, if it answers the tool calls of the response before it, and those calls by id."""
+    if len(messages) < 2 or not isinstance(messages[-1], ModelRequest) or not isinstance(messages[-2], ModelResponse):
+        return None
+    request, response = messages[-1], messages[-2]
+    calls = {part.tool_call_id: (position, part) for position, part in enumerate(response.tool_calls)}
+    return (request, calls) if calls else None

@@ -9,13 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import anyio
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 
-__all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'withhold_secrets')
+__all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'build_redactor', 'withhold_secrets')
 
 WITHHELD_KEY = 'secrets_withheld'
 """Metadata key: how many secrets of each kind were withheld from the return."""
@@ -24,6 +25,20 @@ ORIGINAL_HANDLE_KEY = 'secrets_original_handle'
 """Metadata key: where `SecretRedaction.keep_original_in` stored the original."""
 
 _STORE_TIMEOUT = 10.0
+
+
+def build_redactor(setting: SecretRedaction | None) -> Redactor | None:
+    """The redactor for `redact_secrets`; a bad setting raises at construction, naming it."""
+    if setting is None:
+        return None
+    if not isinstance(setting, SecretRedaction):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f'redact_secrets must be a SecretRedaction or None, got {type(setting).__name__}')
+    if setting.keep_original_in is not None and not callable(getattr(setting.keep_original_in, 'write', None)):
+        raise TypeError('redact_secrets.keep_original_in must be an OverflowStore (with an async write(key, data))')
+    try:
+        return Redactor.from_setting(setting)
+    except ImportError as exc:
+        raise UserError(f'redact_secrets: {exc}') from None
 
 
 async def withhold_secrets(

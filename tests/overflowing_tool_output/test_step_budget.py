@@ -241,3 +241,23 @@ async def test_a_failing_store_falls_back_and_the_run_goes_on(tmp_path: Path) ->
     sent = returns_sent(seen[-1])
     assert sum('was truncated.]' in part.model_response_str() for part in sent) >= 2
     del tmp_path
+
+
+async def test_the_budget_counts_tokens_when_the_bands_do(tmp_path: Path) -> None:
+    seen: list[list[ModelMessage]] = []
+    capability = OverflowingToolOutput(
+        over_tokens=True,
+        tokenizer=lambda text: len(text.split()),  # one token per word
+        bands=[Band(over=10_000, action=Truncate(max_chars=300))],
+        step_budget=StepBudget(max_size=1_500),
+        store=LocalFileStore(base_dir=tmp_path),
+    )
+    agent = Agent(parallel_model(4, seen), capabilities=[capability])
+    agent.tool_plain(name='fetch')(lambda n: 'word ' * (1_000 if n == 1 else 200))
+    await agent.run('go')
+    sent = [part.model_response_str() for part in returns_sent(seen[-1])]
+    assert sent[1].startswith(
+        '[Step budget: the 4 tool results of this step came to 1,600 tokens, over the budget of 1,500; '
+        'this one (1,000 tokens, one of the largest) was truncated.]\n'
+    )
+    assert [text.startswith('[Step budget') for text in sent] == [False, True, False, False]
