@@ -20,6 +20,8 @@ SECTIONS: dict[str, str] = {
     'store': 'bench.bench_store',
     'fleet': 'bench.bench_fleet_stores',
     'handoffs': 'bench.bench_handoffs',
+    'json_query': 'bench.bench_json_query',
+    'secrets': 'bench.bench_secrets',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""

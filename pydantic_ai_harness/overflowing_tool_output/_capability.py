@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar, cast
 import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturn
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturn, ToolReturnPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
@@ -36,10 +36,13 @@ from ._events import (
 from ._markers import unrenderable_note
 from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
+from ._secrets import Redactor, SecretRedaction
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
+from ._step_budget import STEP_ACTIONS, StepBudget, StepReturn, plan_step, step_calls, step_note
 from ._summarize import OverflowConfigurationError, Summary, SummaryRequest, mark_summary, summarize_text
-from ._tools import QUERY_TOOLSET_ID, build_query_toolset
+from ._tools import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_rendered
+from ._withhold import build_redactor, withhold_secrets
 from .stores import LocalFileStore, OverflowStore
 from .stores._paths import handle_for_key
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
@@ -193,12 +196,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     The preview then names the file, so the agent's own tools (`grep -n`, `jq`) work on it. `None`: always `store`.
     """
 
+    redact_secrets: SecretRedaction | None = None
+    """Opt-in: mask credentials in every return this capability touches, below every band too, before previews,
+    truncation, summaries and the store see it. See [`SecretRedaction`][pydantic_ai_harness.overflowing_tool_output.SecretRedaction]."""
+
+    step_budget: StepBudget | None = None
+    """A budget across the parallel tool calls of one model response: past it, the largest returns are reduced.
+    See [`StepBudget`][pydantic_ai_harness.overflowing_tool_output.StepBudget]."""
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
     _summary_locks: dict[str, anyio.Lock] = field(init=False, repr=False, compare=False)
     _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
+    _redactor: Redactor | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -221,6 +233,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         # boundary, a model or a function does not, and every worker builds the same tuple from the same config.
         self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values()))
         self._summary_locks = {}
+        self._redactor = build_redactor(self.redact_secrets)
+        if self.step_budget is not None and not isinstance(self.step_budget, StepBudget):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
+        if self.step_budget is not None and self.step_budget.action is not None:
+            step_band = (Band(over=0, action=self.step_budget.action),)
+            self._summarize_actions = _summarize_actions((self._bands_desc, *self._per_tool_desc.values(), step_band))
 
     @classmethod
     def from_spec(
@@ -298,6 +316,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
         if tool_def.toolset_id == QUERY_TOOLSET_ID:
             return result  # our own query tools: their output is already bounded
+        if self._redactor is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
+            result = await withhold_secrets(
+                self._redactor, cast(SecretRedaction, self.redact_secrets), ctx, call, result
+            )
         if type(result) is str and self._plainly_below_threshold(result, tool_def.name):
             return result  # the common case, decided without rendering or allocating anything
         try:
@@ -338,6 +360,26 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             except UserError:
                 pass  # no event stream to report to
         return response
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Hold the tool returns of the response just answered to `step_budget`, reducing the largest first."""
+        if self.step_budget is None:
+            return request_context
+        try:
+            fitted = await self._fit_step(ctx, self.step_budget)
+        except OverflowConfigurationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the run must never die here
+            _warn(f'OverflowingToolOutput could not apply step_budget and left the step as it was: {exc!r}')
+            return request_context
+        if fitted is None:
+            return request_context
+        old, new = fitted
+        # Persist the reduced returns in the run's history, and send them in this request.
+        ctx.messages[:] = [new if message is old else message for message in ctx.messages]
+        return replace(request_context, messages=[new if m is old else m for m in request_context.messages])
 
     # --- reduction -----------------------------------------------------------------------------------
 
@@ -544,6 +586,82 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if not isinstance(handle, str) or not handle:  # pyright: ignore[reportUnnecessaryIsInstance]
             return None, f'the store returned {handle!r} instead of a handle string'
         return handle, ''
+
+    async def _fit_step(
+        self, ctx: RunContext[AgentDepsT], budget: StepBudget
+    ) -> tuple[ModelRequest, ModelRequest] | None:
+        """The last request with its largest tool returns reduced until the step fits, or `None` if it fits."""
+        found = step_calls(ctx.messages)
+        if found is None:
+            return None
+        request, calls = found
+        returns: list[StepReturn] = []
+        parts: dict[int, tuple[int, ToolReturnPart, Rendered]] = {}  # position -> (index in request, part, rendered)
+        for index, part in enumerate(request.parts):
+            if not isinstance(part, ToolReturnPart) or part.tool_call_id not in calls:
+                continue
+            position = calls[part.tool_call_id][0]
+            rendered = render_value(part.content)
+            size, _ = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
+            metadata_now: Any = part.metadata
+            reduced_already = isinstance(metadata_now, Mapping) and f'{VALUE_PREFIX}_action' in metadata_now
+            reducible = (
+                part.tool_name not in QUERY_TOOL_NAMES
+                and part.outcome == 'success'
+                and not reduced_already
+                and self._step_action(part.tool_name, budget) is not None
+                and await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=part.tool_name))
+            )
+            returns.append(StepReturn(position, size, reducible))
+            parts[position] = (index, part, rendered)
+        total = sum(item.size for item in returns)
+        new_parts = list(request.parts)
+        unit = 'tokens' if self.over_tokens else 'characters'
+        # Rounds: reduce the largest (assuming each then costs nothing), measure what they became, and go on
+        # with the next largest while the step is still over. The order depends on sizes and positions only.
+        slots = {item.position: slot for slot, item in enumerate(returns)}
+        while plan := plan_step(returns, budget.max_size):
+            for position in plan:
+                index, part, rendered = parts[position]
+                action = cast(Action, self._step_action(part.tool_name, budget))
+                call = calls[part.tool_call_id][1]
+                reduced = await self._reduce_unit(
+                    ctx, call, (Band(over=0, action=action),), rendered, part.content, 'return_value'
+                )
+                slot = slots[position]
+                if reduced is None or reduced.action not in STEP_ACTIONS or not isinstance(reduced.value, str):
+                    returns[slot] = replace(returns[slot], reducible=False)
+                    continue
+                note = step_note(
+                    calls=len(returns),
+                    total=total,
+                    budget=budget.max_size,
+                    size=returns[slot].size,
+                    action=STEP_ACTIONS.get(reduced.action, reduced.action),
+                    unit=unit,
+                )
+                content = note + reduced.value
+                size, _ = measure(render_value(content), over_tokens=self.over_tokens, tokenizer=self.tokenizer)
+                returns[slot] = StepReturn(position, size, reducible=False)
+                metadata: Any = part.metadata
+                notes = {**_notes(VALUE_PREFIX, reduced), 'overflow_step_budget': budget.max_size}
+                if metadata is None:
+                    metadata = notes
+                elif isinstance(metadata, Mapping):
+                    metadata = {**cast('Mapping[str, Any]', metadata), **notes}
+                new_parts[index] = replace(part, content=content, metadata=metadata)
+        if new_parts == list(request.parts):
+            return None
+        return request, replace(request, parts=new_parts)
+
+    def _step_action(self, tool_name: str, budget: StepBudget) -> Action | None:
+        """The action the step budget reduces a return of `tool_name` with: its own, or its smallest band's."""
+        if tool_name in self._per_tool_desc and not self._per_tool_desc[tool_name]:
+            return None  # `per_tool={name: []}`: never reduce that tool
+        if budget.action is not None:
+            return budget.action
+        bands = self.bands_for(tool_name)
+        return bands[-1].action if bands else None
 
     @durable_operation(name='overflow_summarize')
     async def _summarize_durably(

@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import anyio
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
+from ._json_query_tool import build_query_tool_result
 from ._query import (
     GrepResult,
     Hit,
@@ -40,7 +42,7 @@ __all__ = ('QUERY_TOOLSET_ID', 'QUERY_TOOL_NAMES', 'QueryLimits', 'build_query_t
 QUERY_TOOLSET_ID = 'overflowing_tool_output_query'
 """The id of the query toolset (durable execution engines need one)."""
 
-QUERY_TOOL_NAMES = frozenset({'read_tool_result', 'grep_tool_result'})
+QUERY_TOOL_NAMES = frozenset({'read_tool_result', 'grep_tool_result', 'query_tool_result'})
 """The names of the query tools, which the capability exempts from reduction."""
 
 _HEX_ROW_CHARS = 80
@@ -238,7 +240,8 @@ def build_query_toolset(
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
-    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+    query_tool_result = build_query_tool_result(partial(_open, store), caps.store_timeout)
+    return FunctionToolset([read_tool_result, grep_tool_result, query_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
 
 
 def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps: QueryLimits) -> FunctionToolset[Any]:

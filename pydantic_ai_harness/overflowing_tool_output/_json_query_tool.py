@@ -1,0 +1,101 @@
+"""`query_tool_result`: the model's JSONPath query over a stored JSON result, and the text it reads back."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from pydantic_ai import ModelRetry
+
+from ._jsonpath import JsonQueryError, JsonQueryLimits, JsonQueryResult, NotQueryableError, query_json
+from ._query import Payload
+
+__all__ = ('MAX_QUERY_MATCHES', 'build_query_tool_result')
+
+MAX_QUERY_MATCHES = 100
+"""Most matches one answer lists (the total is always reported)."""
+
+_QUERY_DOC = """Query a stored JSON result by JSONPath, e.g. $.data[?@.status=='stuck'].id: the count, and matches with line numbers."""
+
+Opener = Callable[[str], Awaitable['Payload | str']]
+
+
+def build_query_tool_result(
+    open_handle: Opener, store_timeout: float, limits: JsonQueryLimits | None = None
+) -> Callable[..., Awaitable[str]]:
+    """The `query_tool_result` tool function; `open_handle` opens a handle or returns the guidance for a bad one."""
+    caps = limits or JsonQueryLimits()
+
+    async def query_tool_result(handle: str, path: str, max_matches: int = 20) -> str:
+        if max_matches < 1:
+            raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
+        note = ''
+        if max_matches > MAX_QUERY_MATCHES:
+            note = f' [max_matches capped at {MAX_QUERY_MATCHES}]'
+            max_matches = MAX_QUERY_MATCHES
+        payload: Payload | str = f'The stored result {handle!r} could not be opened in time. Try again later.'
+        with anyio.move_on_after(store_timeout):
+            payload = await open_handle(handle)
+        if isinstance(payload, str):
+            return payload
+        if payload.index.is_binary:
+            return (
+                f'The stored result {payload.handle!r} is binary, not JSON: use read_tool_result or grep_tool_result.'
+            )
+        try:
+            result = await _run(payload, path, max_matches, caps)
+        except NotQueryableError as exc:
+            return f'Stored result {payload.handle!r}: {exc}'
+        except JsonQueryError as exc:
+            raise ModelRetry(str(exc)) from None
+        return _render(payload.handle, path.strip(), result, note)
+
+    query_tool_result.__doc__ = _QUERY_DOC
+    return query_tool_result
+
+
+async def _run(payload: Payload, path: str, max_matches: int, caps: JsonQueryLimits) -> JsonQueryResult:
+    """Run the query in a worker thread (it is CPU-bound), reading the payload through the event loop."""
+
+    async def read_range(start: int, end: int) -> bytes:
+        return await payload.read_range(start, end)
+
+    def read(start: int, end: int) -> bytes:
+        return anyio.from_thread.run(read_range, start, end)
+
+    def work() -> JsonQueryResult:
+        return query_json(read, payload.size, path, max_matches=max_matches, limits=caps)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+def _render(handle: str, path: str, result: JsonQueryResult, note: str) -> str:
+    shown = len(result.matches)
+    at_least = '' if result.complete else 'at least '
+    noun = 'match' if result.total == 1 else 'matches'
+    if not result.total:
+        text = f'No match for {path!r} in {handle!r}.{note}'
+        if not result.complete:
+            text += f' The query stopped at line {result.reached_line} to answer quickly; narrow the path.'
+        return text
+    scope = f'all {shown}' if shown == result.total and result.complete else f'the first {shown}'
+    lines = [f'{at_least}{result.total} {noun} for {path!r} in {handle!r}; {scope}:{note}']
+    for match in result.matches:
+        where = f'line {match.line}: ' if match.line is not None else ''
+        lines.append(f'{where}{match.path} = {match.value}')
+    footer: list[str] = []
+    if not result.complete:
+        footer.append(f'The query stopped at line {result.reached_line} to answer quickly; narrow the path.')
+    if shown < result.total:
+        footer.append('Raise max_matches or narrow the path to see more.')
+    first_line = next((match.line for match in result.matches if match.line is not None), None)
+    if first_line is not None:
+        footer.append(
+            f'In context: read_tool_result(handle={handle!r}, offset={max(0, first_line - 5)}, limit=20), '
+            'with offset a few lines before a match.'
+        )
+    if footer:
+        lines.append(f'({" ".join(footer)})')
+    return '\n'.join(lines)

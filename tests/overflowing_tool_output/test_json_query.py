@@ -1,0 +1,348 @@
+"""`query_tool_result`: JSONPath over a stored JSON spill, streamed, bounded, and located by line."""
+
+from __future__ import annotations
+
+import json
+import re
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonpath_rfc9535 import JSONPathEnvironment
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output._jsonpath import (
+    JsonQueryError,
+    JsonQueryLimits,
+    NotQueryableError,
+    query_json,
+)
+
+pytestmark = pytest.mark.anyio
+
+REFERENCE = JSONPathEnvironment()
+
+
+def orders(count: int, stuck: tuple[int, ...] = (7, 300, 555)) -> dict[str, Any]:
+    data: list[dict[str, Any]] = []
+    for i in range(count):
+        data.append(
+            {
+                'id': f'ord_{i:05d}',
+                'customer': {'id': f'cus_{i % 97}', 'name': 'Zoë "the" O\'Neil' if i == 3 else f'c{i}'},
+                'items': [{'sku': f'SKU-{i}-{j}', 'qty': (i + j) % 5} for j in range(i % 3)],
+                'events': [{'status': 'stuck'}] if i % 50 == 1 else [],
+                'status': 'stuck' if i in stuck else ['paid', 'shipped'][i % 2],
+            }
+        )
+    return {'object': 'list', 'total': count, 'data': data, 'meta': {}, 'tags': ['a', 'b']}
+
+
+def stored(value: Any) -> bytes:
+    """The form a structured spill is stored in (`_render.stored_form`)."""
+    return json.dumps(value, indent=1, ensure_ascii=False).encode('utf-8', 'surrogatepass')
+
+
+def run(text: bytes, query: str, *, max_matches: int = 1000, **limits: Any) -> Any:
+    return query_json(
+        lambda start, end: text[max(0, start) : max(0, end)],
+        len(text),
+        query,
+        max_matches=max_matches,
+        limits=JsonQueryLimits(**limits),
+    )
+
+
+QUERIES = [
+    "$.data[?@.status=='stuck'].id",
+    '$.total',
+    '$..id',
+    '$.data[-1].customer',
+    '$.data[2:9:3].items[*].sku',
+    '$.data[::-250].id',
+    '$..items[0].sku',
+    '$.data[*].items[?@.qty>3]',
+    "$.data[?search(@.id, '^ord_0001')]",
+    "$.data[?@.events[0].status=='stuck' && @.status!='stuck'].id",
+    '$.*',
+    "$..[?@.name=='Zoë \"the\" O\\'Neil']",
+    '$.meta.*',
+    '$.missing',
+    '$.data[5000]',
+    '$.data[?length(@.items)==2].id',
+    '$',
+]
+
+
+@pytest.mark.parametrize('batch_bytes', [300, 4096, 1 << 20])
+@pytest.mark.parametrize('query', QUERIES)
+def test_matches_equal_the_reference_implementation_in_memory(query: str, batch_bytes: int) -> None:
+    document = orders(600)
+    text = stored(document)
+    lines = text.decode().split('\n')
+    result = run(text, query, batch_bytes=batch_bytes, max_value_chars=10**9, max_matches=5000)
+    expected = REFERENCE.compile(query).find(document)
+    assert result.complete
+    assert result.total == len(expected)
+    assert [m.path for m in result.matches] == expected.paths()
+    for match, node in zip(result.matches, expected, strict=True):
+        if not match.value.startswith('<a value of'):
+            assert json.loads(match.value) == node.value
+        # The line shown is where the value starts in the stored text.
+        assert match.line is not None
+        line = lines[match.line - 1]
+        if isinstance(node.value, dict | list):
+            assert line.rstrip(',').endswith(('{', '[', '{}', '[]'))
+        else:
+            assert line.rstrip(',').endswith(json.dumps(node.value, ensure_ascii=False))
+        key = node.location[-1] if node.location else None
+        if isinstance(key, str):
+            assert line.lstrip().startswith(json.dumps(key, ensure_ascii=False) + ': ')
+
+
+def test_a_large_document_is_never_loaded_whole() -> None:
+    document = orders(40_000)
+    text = stored(document)
+    assert len(text) > 8_000_000
+    tracemalloc.start()
+    result = run(text, "$.data[?@.status=='stuck'].id", batch_bytes=64 << 10)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert [m.value for m in result.matches] == ['"ord_00007"', '"ord_00300"', '"ord_00555"']
+    tracemalloc.start()
+    json.loads(text)
+    _, whole = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < whole / 5
+
+
+def test_a_big_value_is_described_not_loaded() -> None:
+    text = stored(orders(2_000))
+    result = run(text, '$.data', batch_bytes=4096)
+    [match] = result.matches
+    assert match.line == 4
+    assert re.fullmatch(r'<a value of [\d,]+ bytes starting at line 4: select its parts to see them>', match.value)
+
+
+@pytest.mark.parametrize(
+    ('query', 'message'),
+    [
+        ('', "path must be a JSONPath query starting with '$'"),
+        ('data[0]', 'is not valid JSONPath (RFC 9535)'),
+        ('$[?@.a ==]', 'is not valid JSONPath'),
+        ('$..a..b..c', "path has 3 '..' segments; at most 2 are allowed"),
+        ('$[?@..a && @..b && @..c]', "path has 3 '..' segments"),
+        ('$.' + 'a' * 600, 'path is 602 characters long; the limit is 500.'),
+        ('$' + '[0]' * 400, 'path is 1201 characters long'),
+        ('$[?length(@) == length(@, @)]', 'is not valid JSONPath'),
+    ],
+)
+def test_invalid_and_expanding_queries_are_refused(query: str, message: str) -> None:
+    with pytest.raises(JsonQueryError) as caught:
+        run(stored(orders(10)), query)
+    assert message in str(caught.value)
+
+
+def test_a_catastrophic_regex_runs_in_linear_time_on_re2() -> None:
+    # `(a+)+$` backtracks exponentially on a backtracking engine; RE2 answers in linear time.
+    document = {'rows': [{'s': 'a' * 5_000 + '!'} for _ in range(200)]}
+    result = run(stored(document), "$.rows[?match(@.s, '(a+)+')]", batch_bytes=2048)
+    assert result.total == 0
+    result = run(stored(document), "$.rows[?search(@.s, '(a+)+!')]", batch_bytes=2048)
+    assert result.total == 200
+
+
+def test_an_invalid_iregexp_matches_nothing() -> None:
+    result = run(stored(orders(10)), "$.data[?match(@.id, '(?=x)')]")
+    assert result.total == 0
+
+
+def test_the_time_budget_stops_a_query_and_says_how_far_it_got() -> None:
+    text = stored(orders(3_000))
+    result = run(text, '$..sku', batch_bytes=2048, time_budget=0.0)
+    assert not result.complete
+    assert result.reached_line is not None and result.reached_line >= 1
+
+
+def test_the_matches_kept_are_bounded_but_the_count_is_exact() -> None:
+    result = run(stored(orders(3_000)), '$..id', max_matches=5, batch_bytes=4096)
+    assert result.total == 6_000
+    assert len(result.matches) == 5
+
+
+def test_values_shown_are_cut() -> None:
+    result = run(stored({'blob': 'x' * 5_000}), '$.blob', max_value_chars=50)
+    [match] = result.matches
+    assert match.value == '"' + 'x' * 49 + '... (4,952 more characters)'
+
+
+def test_compact_json_text_is_queried_whole_without_lines() -> None:
+    text = json.dumps(orders(50)).encode()
+    result = run(text, "$.data[?@.status=='stuck'].id")
+    assert [(m.value, m.line) for m in result.matches] == [('"ord_00007"', None)]
+
+
+def test_compact_json_too_large_to_load_is_refused() -> None:
+    text = json.dumps(orders(2_000)).encode()
+    with pytest.raises(NotQueryableError, match='not indented needs the whole document loaded'):
+        run(text, '$.total', max_load_bytes=10_000)
+
+
+def test_a_root_filter_on_a_large_document_is_refused() -> None:
+    text = stored(orders(2_000))
+    with pytest.raises(NotQueryableError, match=r'refers to the root \(\$\)'):
+        run(text, '$.data[?@.customer.id == $.data[0].customer.id]', max_load_bytes=10_000)
+    small = run(stored(orders(200)), '$.data[?@.customer.id == $.data[0].customer.id].id')
+    assert [m.value for m in small.matches] == ['"ord_00000"', '"ord_00097"', '"ord_00194"']
+
+
+@pytest.mark.parametrize('text', [b'not json at all', b'{\n "a": 1,\n oops\n}', b'', b'\xff\xfe{}'])
+def test_text_that_is_not_json_is_reported(text: bytes) -> None:
+    with pytest.raises(NotQueryableError):
+        run(text, '$.*', batch_bytes=4)
+
+
+def test_odd_keys_surrogates_and_deep_nesting() -> None:
+    deep: Any = 'bottom'
+    for _ in range(150):
+        deep = {'k': deep}
+    document = {'\ud800lone': 1, 'quote"key': [[], {}, [[1]]], 'deep': deep, '': None}
+    text = stored(document)
+    for batch in (8, 1 << 20):
+        assert [m.value for m in run(text, "$['quote\"key'][2][0][0]", batch_bytes=batch).matches] == ['1']
+        assert run(text, "$['']", batch_bytes=batch).matches[0].value == 'null'
+        [bottom] = run(text, '$.deep' + '.k' * 150, batch_bytes=batch).matches
+        assert bottom.value == '"bottom"'
+        assert bottom.line is not None and text.decode('utf-8', 'surrogatepass').split('\n')[bottom.line - 1].endswith(
+            '"k": "bottom"'
+        )
+        assert run(text, "$['quote\"key'][*]", batch_bytes=batch).total == 3
+
+
+# --- the tool, in agent runs ------------------------------------------------------------------------
+
+
+def _last_text(messages: list[ModelMessage]) -> str:
+    part = messages[-1].parts[-1]
+    assert isinstance(part, ToolReturnPart | RetryPromptPart)
+    return str(part.content) if isinstance(part, ToolReturnPart) else part.model_response()
+
+
+async def test_an_agent_asks_a_structural_question_of_a_spilled_response(tmp_path: Path) -> None:
+    seen: list[str] = []
+    handle_pattern = re.compile(r'handle "([^"]+)"')
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('list_orders', {})])
+        text = _last_text(messages)
+        seen.append(text)
+        if len(seen) == 1:
+            handle = handle_pattern.search(text)
+            assert handle is not None
+            path = "$.data[?@.status=='stuck'].id"
+            return ModelResponse(parts=[ToolCallPart('query_tool_result', {'handle': handle.group(1), 'path': path})])
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+
+    @agent.tool_plain
+    def list_orders() -> dict[str, Any]:
+        return orders(3_000)
+
+    await agent.run('How many orders are stuck, and which?', run_id='r1')
+    answer = seen[-1]
+    lines = answer.split('\n')
+    assert lines[0].startswith('3 matches for "$.data[?@.status==\'stuck\'].id" in ')
+    assert lines[0].endswith('; all 3:')
+    assert [re.sub(r'^line \d+: ', '', line) for line in lines[1:4]] == [
+        "$['data'][7]['id'] = \"ord_00007\"",
+        "$['data'][300]['id'] = \"ord_00300\"",
+        "$['data'][555]['id'] = \"ord_00555\"",
+    ]
+    assert lines[4].startswith('(In context: read_tool_result(handle=')
+
+
+async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = LocalFileStore(base_dir=tmp_path)
+    handle = await store.write('r/c/0', stored(orders(3_000)))
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[ToolCallPart('query_tool_result', {'handle': handle, 'path': '$.data[300].id'})]
+            )
+        text = _last_text(messages)
+        answers.append(text)
+        if len(answers) == 1:
+            line = int(re.search(r'line (\d+):', text).group(1))  # pyright: ignore[reportOptionalMemberAccess]
+            return ModelResponse(
+                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': line - 1, 'limit': 1})]
+            )
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
+    await agent.run('go')
+    assert '"id": "ord_00300",' in answers[1]
+
+
+@pytest.mark.parametrize(
+    ('args', 'expected'),
+    [
+        ({'path': '$..a..b..c'}, "path has 3 '..' segments"),
+        ({'path': 'data'}, 'is not valid JSONPath'),
+        ({'path': '$.total', 'max_matches': 0}, 'max_matches must be 1 or more, got 0.'),
+        ({'path': '$.total', 'handle': 'nope'}, "No stored result found under handle 'nope'"),
+        ({'path': '$.total', 'max_matches': 10**6}, '[max_matches capped at 100]'),
+    ],
+)
+async def test_hostile_arguments_get_guidance_not_a_crash(tmp_path: Path, args: dict[str, Any], expected: str) -> None:
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = LocalFileStore(base_dir=tmp_path)
+    handle = await store.write('r/c/0', stored(orders(50)))
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('query_tool_result', {'handle': handle, **args})])
+        answers.append(_last_text(messages))
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
+    await agent.run('go')
+    assert expected in answers[0]
+
+
+async def test_binary_and_text_payloads_are_explained(tmp_path: Path) -> None:
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = LocalFileStore(base_dir=tmp_path)
+    binary = await store.write('r/b/0', bytes(range(256)) * 100)
+    text = await store.write('r/t/0', b'plain log line\n' * 100)
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart('query_tool_result', {'handle': binary, 'path': '$'}, tool_call_id='a'),
+                    ToolCallPart('query_tool_result', {'handle': text, 'path': '$'}, tool_call_id='b'),
+                ]
+            )
+        answers.extend(str(part.content) for part in messages[-1].parts if isinstance(part, ToolReturnPart))
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
+    await agent.run('go')
+    assert answers == [
+        f'The stored result {binary!r} is binary, not JSON: use read_tool_result or grep_tool_result.',
+        f'Stored result {text!r}: It is not valid JSON, so it cannot be queried by path; use grep_tool_result.',
+    ]
