@@ -37,4 +37,3 @@ def test_material_uses_a_defined_mermaid_of_the_major_version_it_expects() -> No
     [script] = [s for s in _extra_javascript() if 'mermaid' in s]
     ours = re.search(r'mermaid-(\d+)\.\d+\.\d+\.min\.js$', script)
     assert ours is not None and ours.group(1) == wanted.group(1)
-
