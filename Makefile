@@ -1,5 +1,7 @@
 # Every target creates .venv on a fresh machine (only Python 3.10+ and make needed).
 PYTHON ?= python3
+# The interpreter outside .venv (resolved before .venv/bin goes first on the PATH below).
+SYSTEM_PYTHON := $(or $(shell command -v $(PYTHON)),$(PYTHON))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -15,7 +17,7 @@ help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(SYSTEM_PYTHON) -m venv $(VENV)
 
 # pip 25.1 is the first to install PEP 735 dependency groups (`--group`).
 $(STAMP): pyproject.toml | $(BIN)/python
@@ -28,9 +30,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # imports the package from this checkout. A fresh .venv gets no pip of its own when the system pip can
 # install into it (`pip --python`, pip 22.3+): bootstrapping pip costs more CPU than the demo itself.
 $(DEMO_STAMP): examples/requirements.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	@test -x $(BIN)/python || $(SYSTEM_PYTHON) -m venv --without-pip $(VENV)
 	@if $(BIN)/python -m pip --version >/dev/null 2>&1; then pip='$(BIN)/python -m pip'; \
-	elif $(PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then pip='$(PYTHON) -m pip --python $(BIN)/python'; \
+	elif $(SYSTEM_PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then \
+	  pip='$(SYSTEM_PYTHON) -m pip --python $(BIN)/python'; \
 	else $(BIN)/python -m ensurepip --default-pip >/dev/null && pip='$(BIN)/python -m pip'; fi; \
 	echo "$$pip install -r examples/requirements.txt"; \
 	$$pip --quiet --disable-pip-version-check install --no-compile -r examples/requirements.txt
