@@ -1,8 +1,12 @@
 # Every target creates .venv on a fresh machine (only Python 3.10+ and make needed).
 PYTHON ?= python3
+# The interpreter outside .venv (resolved before .venv/bin goes first on the PATH below).
+SYSTEM_PYTHON := $(or $(shell command -v $(PYTHON)),$(PYTHON))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # inline-snapshot formats with `ruff` from the PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -12,17 +16,34 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+$(BIN)/python:
+	$(SYSTEM_PYTHON) -m venv $(VENV)
+
+# pip 25.1 is the first to install PEP 735 dependency groups (`--group`).
+$(STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip
+	$(PIP) install 'pip>=25.1'
+	$(PIP) install -e . --group dev
+	@touch $(STAMP) $(DEMO_STAMP)
+
+# Only what the demo needs (examples/requirements.txt: about 30 packages, not the dev toolchain); the demo
+# imports the package from this checkout. A fresh .venv gets no pip of its own when the system pip can
+# install into it (`pip --python`, pip 22.3+): bootstrapping pip costs more CPU than the demo itself.
+$(DEMO_STAMP): examples/requirements.txt
+	@test -x $(BIN)/python || $(SYSTEM_PYTHON) -m venv --without-pip $(VENV)
+	@if $(BIN)/python -m pip --version >/dev/null 2>&1; then pip='$(BIN)/python -m pip'; \
+	elif $(SYSTEM_PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then \
+	  pip='$(SYSTEM_PYTHON) -m pip --python $(BIN)/python'; \
+	else $(BIN)/python -m ensurepip --default-pip >/dev/null && pip='$(BIN)/python -m pip'; fi; \
+	echo "$$pip install -r examples/requirements.txt"; \
+	$$pip --quiet --disable-pip-version-check install --no-compile -r examples/requirements.txt
+	@touch $(DEMO_STAMP)
 
 .PHONY: install
 install: $(STAMP) ## Create .venv and install the package with its dev tools
 
 .PHONY: demo
-demo: $(STAMP) ## Run the demo on a scripted model (no API key needed; MODEL=... for a real one)
+demo: $(DEMO_STAMP) ## Run the demo on a scripted model (no API key needed; MODEL=... for a real one)
 	$(BIN)/python -m examples.demo $(if $(MODEL),--model '$(MODEL)')
 
 .PHONY: format

