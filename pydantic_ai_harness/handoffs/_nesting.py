@@ -19,7 +19,7 @@ from pydantic_ai.messages import (
 )
 
 from ._data import HandoffHistoryMapper, HandoffInputData
-from ._parts import Part, items_to_messages, part_category, render_part, rewrap, tool_file_ids
+from ._parts import Part, answers_tool_calls, items_to_messages, part_category, render_part, rewrap, tool_file_ids
 from ._transcript import (
     TranscriptItem,
     build_summary_from_records,
@@ -75,7 +75,7 @@ def _history_records(
     records: list[str] = []
     for message in history:
         for part in message.parts:
-            if role == 'user' and (parsed := _user_summary_records(part, wrappers)) is not None:
+            if role == 'user' and (parsed := _user_summary_records(message, part, wrappers)) is not None:
                 records.extend(render_item(item) for item in parsed)
                 continue
             if isinstance(part, TextPart | SpeechPart) and is_summary_candidate(part.content):
@@ -90,9 +90,18 @@ def _history_records(
     return records
 
 
-def _user_summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
-    """The records of a user-turn summary (a user prompt whose whole text is one), else `None`."""
-    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and is_summary_candidate(part.content):
+def _user_summary_records(message: ModelMessage, part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
+    """The records of a user-turn summary (a user prompt whose whole text is one), else `None`.
+
+    Never in a request that answers tool calls: pydantic-ai puts a tool's `ToolReturn.content` there as a user
+    prompt, and tool output is attacker text, so it must not pass for records of the conversation.
+    """
+    if (
+        isinstance(part, UserPromptPart)
+        and isinstance(part.content, str)
+        and is_summary_candidate(part.content)
+        and not answers_tool_calls(message)
+    ):
         return parse_summary_text(part.content, wrappers=wrappers)
     return None
 
@@ -104,7 +113,7 @@ def _summary_records(
     if isinstance(message, ModelResponse) and isinstance(part, TextPart):
         return parse_summary_text(part.content, wrappers=wrappers)
     if role == 'user' and isinstance(message, ModelRequest):
-        return _user_summary_records(part, wrappers)
+        return _user_summary_records(message, part, wrappers)
     return None
 
 
@@ -252,8 +261,10 @@ def nest_handoff_history(
     The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
     OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
     `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn, and
-    earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the history
-    is trusted: any turn in the summary format is read as an earlier summary.
+    earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the
+    conversation is trusted: any assistant turn (and with `summary_role='user'` any user turn) in the summary format
+    is read as an earlier summary. Tool output never is: a user prompt in a request that answers tool calls (where
+    pydantic-ai puts `ToolReturn.content`) stays one quoted record, whatever `summary_role` is.
 
     Args:
         handoff_input_data: The handoff input to nest.

@@ -6,6 +6,7 @@ One OpenAI Responses input item corresponds to one pydantic-ai part, so filters 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, cast
@@ -52,6 +53,7 @@ __all__ = (
     'TOOL_STATE_PARTS',
     'Category',
     'Part',
+    'answers_tool_calls',
     'items_to_messages',
     'part_category',
     'part_to_item',
@@ -362,10 +364,35 @@ def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
     return messages
 
 
+def _is_tool_answer(part: Part) -> bool:
+    if isinstance(part, ToolReturnPart):
+        return True
+    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
+
+
+def answers_tool_calls(message: ModelMessage) -> bool:
+    """Whether `message` is a request answering tool calls, so its user prompts may be tool output, not user input.
+
+    pydantic-ai sends a tool's `ToolReturn.content` as a `UserPromptPart` in the request that carries the tool's
+    return, so a user prompt there is attacker text as far as a handoff is concerned.
+    """
+    return isinstance(message, ModelRequest) and any(_is_tool_answer(part) for part in message.parts)
+
+
+def _as_content_list(part: ModelRequestPart) -> ModelRequestPart:
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+        return dataclasses.replace(part, content=[part.content])
+    return part
+
+
 def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
     """A copy of `message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
 
     A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
+    A request that answered tool calls and keeps none of its tool returns has its text user prompts (tool output,
+    `ToolReturn.content`) turned into one-item content lists: the model reads the same text, but only a plain
+    string prompt is ever read as a handoff summary, and the list survives pydantic-ai merging the request into its
+    neighbours (which drops message `metadata`), so tool output never passes for user input.
     The parts must come from `message` (they are not checked again); `message` itself is never mutated.
     """
     state = getattr(message, '__dict__', None)
@@ -378,5 +405,8 @@ def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
         new.parts = cast(list[ModelResponsePart], list(parts))
         new.history_digest = None
     else:
-        new.parts = cast(list[ModelRequestPart], list(parts))
+        request_parts = cast(list[ModelRequestPart], list(parts))
+        if answers_tool_calls(message) and not any(_is_tool_answer(part) for part in request_parts):
+            request_parts = [_as_content_list(part) for part in request_parts]
+        new.parts = request_parts
     return new

@@ -202,18 +202,20 @@ def _is_numbered(line: str) -> bool:
 
 
 def _split_records(body: str) -> list[str]:
-    records: list[str] = []
+    # Each record collects its lines in a list joined once at the end: appending to a growing string would copy
+    # the record again for every continuation line, quadratic in the record's length.
+    records: list[list[str]] = []
     current_numbered = False
     for line in body.split('\n'):
         if not line.strip():
             continue
         numbered = _is_numbered(line)
         if records and not numbered and current_numbered:
-            records[-1] = f'{records[-1]}\n{line.rstrip()}'
+            records[-1].append(line.rstrip())
             continue
-        records.append(line.strip())
+        records.append([line.strip()])
         current_numbered = numbered
-    return records
+    return ['\n'.join(lines) for lines in records]
 
 
 def _split_role_and_name(role_text: str) -> tuple[str, str | None]:
@@ -238,7 +240,7 @@ def _json_object(text: str) -> TranscriptItem | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # `RecursionError`: arrays or objects nested deeper than the decoder goes
         return None
     if not isinstance(value, dict):
         return None
