@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeGuard, cast
@@ -29,8 +29,9 @@ from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._nesting import SummaryRole, check_summary_role, nest_handoff_history as _nest
+from ._nesting import SummaryRole, check_max_record_chars, check_summary_role, nest_handoff_history as _nest
 from ._parts import PARENT_STATE_PARTS, rewrap
+from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
 
 __all__ = (
     'Delegation',
@@ -82,8 +83,14 @@ class HandoffConfig:
     summary). Off by default: the delegate runs under its own system prompts only, as in the SDK, where the
     receiving agent's instructions always apply and the sender's never do."""
 
+    max_record_chars: int | None = 20_000
+    """Nesting cuts the text of every summarized record longer than this (a tool output, a message), saying so;
+    a cut tool output is saved in full to the store of the delegate's `OverflowingToolOutput` first, when it has
+    one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
+
     def __post_init__(self) -> None:
         check_summary_role(self.summary_role)
+        check_max_record_chars(self.max_record_chars)
         if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
 
@@ -171,6 +178,28 @@ def prepend_system_prompts(history: list[ModelMessage], parts: Sequence[SystemPr
 
 
 _DEFAULT_CONFIG = HandoffConfig()
+
+
+def _map_segments(
+    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], tuple[ModelMessage, ...]]
+) -> HandoffInputData:
+    history = data.input_history
+    return data.clone(
+        input_history=history if isinstance(history, str) else change(history),
+        pre_handoff_items=change(data.pre_handoff_items),
+        new_items=change(data.new_items),
+    )
+
+
+async def _map_segments_async(
+    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], Awaitable[tuple[ModelMessage, ...]]]
+) -> HandoffInputData:
+    history = data.input_history
+    return data.clone(
+        input_history=history if isinstance(history, str) else await change(history),
+        pre_handoff_items=await change(data.pre_handoff_items),
+        new_items=await change(data.new_items),
+    )
 
 
 def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -340,6 +369,7 @@ async def delegate(
     history_mapper: HandoffHistoryMapper | None = None,
     summary_role: SummaryRole | None = None,
     forward_system_prompt: bool | None = None,
+    max_record_chars: int | None = None,
     config: HandoffConfig | None = None,
     **run_kwargs: Any,
 ) -> Delegation[Any]:
@@ -381,7 +411,8 @@ async def delegate(
         history_mapper: The mapper to nest with, in place of the default summary.
         summary_role: Whether nesting writes its summaries as assistant turns or as user turns.
         forward_system_prompt: Whether the delegating agent's system prompts reach the delegate.
-        config: Defaults for the five settings above; the run-wide `Handoffs` settings when not given.
+        max_record_chars: The longest record a nested summary keeps whole (else `config.max_record_chars`).
+        config: Defaults for the six settings above; the run-wide `Handoffs` settings when not given.
         **run_kwargs: Passed to `agent.run`; `deps` defaults to `ctx.deps`, `usage` to `ctx.usage` and
             `usage_limits` to `ctx.usage_limits`.
 
@@ -405,7 +436,9 @@ async def delegate(
     mapper = history_mapper if history_mapper is not None else config.history_mapper
     role = summary_role if summary_role is not None else config.summary_role
     forward = forward_system_prompt if forward_system_prompt is not None else config.forward_system_prompt
+    cap = max_record_chars if max_record_chars is not None else config.max_record_chars
     check_summary_role(role)
+    check_max_record_chars(cap)
     if chosen_filter is not None and not callable(chosen_filter):
         raise UserError(f'Invalid input filter: {chosen_filter}')
     if _server_managed(agent, run_kwargs):
@@ -424,10 +457,23 @@ async def delegate(
             pre_handoff_items=without_system_prompts(data.pre_handoff_items),
             new_items=without_system_prompts(data.new_items),
         )
+    # Spills: the delegate inherits the delegating agent's OverflowingToolOutput unless it has its own.
+    own = agent_overflow(agent, run_kwargs.get('capabilities'))
+    source = agent_overflow(ctx.agent) or inherited_overflow().get()
+    effective = own
+    if own is None and source is not None:
+        run_kwargs['capabilities'] = [*cast(Sequence[Any], run_kwargs.get('capabilities') or ()), source]
+        effective = source
+    if not readable_here(effective, source):
+        data = _map_segments(data, mark_unreadable_spills)
     if chosen_filter is not None:
         data = await apply_handoff_input_filter(chosen_filter, data)
     elif should_nest:
-        data = _nest(data, history_mapper=mapper, summary_role=role)
+        store = effective.store if effective is not None else None
+        if cap is not None and store is not None:
+            prefix = f'handoff/{ctx.run_id or "run"}'
+            data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
+        data = _nest(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
     history = data.to_message_history()
     check_message_history(history)
 
@@ -444,7 +490,11 @@ async def delegate(
         model_settings=run_kwargs.get('model_settings'),
     )
     history = prepend_system_prompts(history, own_prompts)
-    result = await agent.run(prompt, message_history=history, **run_kwargs)
+    token = inherited_overflow().set(effective)
+    try:
+        result = await agent.run(prompt, message_history=history, **run_kwargs)
+    finally:
+        inherited_overflow().reset(token)
     delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
     if run_handoffs is not None:
         run_handoffs.delegations.append((ctx.run_id, delegation))

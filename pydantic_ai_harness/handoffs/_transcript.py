@@ -172,11 +172,13 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
     return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers)
 
 
-def build_summary_from_records(records: Sequence[str], *, wrappers: tuple[str, str] | None = None) -> str:
-    """`build_summary_text` from already rendered records."""
+def build_summary_from_records(
+    records: Sequence[str], *, wrappers: tuple[str, str] | None = None, first_number: int = 1
+) -> str:
+    """`build_summary_text` from already rendered records, numbered from `first_number`."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
-    lines.extend(f'{number}. {record}' for number, record in enumerate(records, 1))
+    lines.extend(f'{number}. {record}' for number, record in enumerate(records, first_number))
     if not records:
         lines.append(EMPTY_TRANSCRIPT_TEXT)
     lines.append(end)
