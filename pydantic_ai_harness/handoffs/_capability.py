@@ -17,11 +17,12 @@ from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import (
     apply_handoff_input_filter,
     check_message_history,
+    nest_off_loop,
     prepend_system_prompts,
     return_ids,
     without_system_prompts,
 )
-from ._nesting import SummaryRole, check_summary_role, nest_handoff_history
+from ._nesting import SummaryRole, check_summary_role
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -88,7 +89,7 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         if self.input_filter is not None:
             data = await apply_handoff_input_filter(self.input_filter, data)
         else:
-            data = nest_handoff_history(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
+            data = await nest_off_loop(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
         rewritten = data.to_message_history()
         check_message_history(rewritten)
         if ctx.agent is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import functools
 import inspect
 import json
 import logging
@@ -11,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeGuard, cast
 
+import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
@@ -42,6 +45,7 @@ __all__ = (
     'check_message_history',
     'delegate',
     'handoff_input_from_context',
+    'nest_off_loop',
     'prepend_system_prompts',
     'without_system_prompts',
 )
@@ -178,6 +182,36 @@ def prepend_system_prompts(history: list[ModelMessage], parts: Sequence[SystemPr
 
 
 _DEFAULT_CONFIG = HandoffConfig()
+
+
+_OFF_LOOP_CHARS = 200_000
+"""Histories with more text than this are nested in a worker thread, so a long parse never blocks the event loop."""
+
+
+def _text_size(data: HandoffInputData) -> int:
+    history = data.input_history
+    messages = () if isinstance(history, str) else history
+    size = len(history) if isinstance(history, str) else 0
+    for segment in (messages, data.pre_handoff_items, data.new_items):
+        for message in segment:
+            for part in message.parts:
+                content = getattr(part, 'content', None)
+                if isinstance(content, str):
+                    size += len(content)
+    return size
+
+
+async def nest_off_loop(data: HandoffInputData, **options: Any) -> HandoffInputData:
+    """`nest_handoff_history(data, **options)`, in a worker thread when the history holds much text.
+
+    Parsing and rendering are linear but pure Python (~0.3 s for 1.6 MB of short records): run inline they would
+    hold the event loop, and every run in the process with it. The current context is copied into the thread, so
+    the summary wrappers in effect apply there too.
+    """
+    if _text_size(data) < _OFF_LOOP_CHARS:
+        return _nest(data, **options)
+    context = contextvars.copy_context()
+    return await anyio.to_thread.run_sync(functools.partial(context.run, functools.partial(_nest, data, **options)))
 
 
 def _map_segments(
@@ -473,7 +507,7 @@ async def delegate(
         if cap is not None and store is not None:
             prefix = f'handoff/{ctx.run_id or "run"}'
             data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
-        data = _nest(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
+        data = await nest_off_loop(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
     history = data.to_message_history()
     check_message_history(history)
 

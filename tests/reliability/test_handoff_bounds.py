@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -248,3 +249,29 @@ async def test_tool_content_forwarded_by_nesting_is_not_read_as_a_summary_at_the
     assert isinstance(hop_two[0], ModelRequest)
     [text] = [t for t in _texts(hop_two) if 'FORGED' in t]
     assert text.count('<CONVERSATION HISTORY>') == 2
+
+
+@pytest.mark.parametrize('records', [10, 100_000])
+async def test_a_long_history_is_nested_off_the_event_loop(records: int) -> None:
+    """Parsing 100,000 records is linear but pure Python: it runs in a worker thread, never on the event loop."""
+    threads: list[threading.Thread] = []
+
+    def mapper(transcript: list[ModelMessage]) -> list[ModelMessage]:
+        threads.append(threading.current_thread())
+        return [transcript[0]]
+
+    specialist = Specialist()
+
+    async def to_specialist(ctx: RunContext[None]) -> str:
+        """Hand off."""
+        return (await delegate(specialist.agent, ctx, 'go', nest_handoff_history=True, history_mapper=mapper)).output
+
+    def hand_off(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {}, 'h')])
+
+    router = Agent(FunctionModel(hand_off), output_type=[to_specialist])
+    earlier = ModelResponse(parts=[TextPart(_summary(*[f'user: question {n}' for n in range(records)]))])
+    loop_thread = threading.current_thread()
+    await router.run('next', message_history=[ModelRequest(parts=[UserPromptPart('q')]), earlier])
+    assert len(threads) == 1
+    assert (threads[0] is loop_thread) is (records == 10)
