@@ -42,7 +42,9 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     (`next_agent.run(prompt, message_history=previous.all_messages(), capabilities=[HandoffHistory(...)])`). Before
     the run's first model request, the messages that precede the current run are taken as the handoff's
     `input_history` and rewritten with `input_filter`, or else nested when `nest_handoff_history` is set (a filter
-    always wins, as in the OpenAI Agents SDK). The current run's own messages are never touched.
+    always wins, as in the OpenAI Agents SDK). The current run's own messages are never touched. The earlier
+    agent's system prompts are dropped (unless `forward_system_prompt`) and the agent's own system prompts, static
+    and dynamic, head the rewritten messages, since pydantic-ai adds them only to a run without history.
 
     The rewrite happens once per run: the rewritten messages are stamped in their `metadata` (never sent to a
     model) with the run id, and later requests of the same run leave them alone, so the history is not re-nested on

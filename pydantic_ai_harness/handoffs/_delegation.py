@@ -417,8 +417,15 @@ async def delegate(
     2. nesting is `nest_handoff_history` if it is not `None`, else `config.nest_handoff_history` (default `False`);
     3. a filter always wins: when there is one, the history is not nested (a filter may call
        [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] itself);
-    4. `history_mapper` (else `config.history_mapper`) and `summary_role` (else `config.summary_role`, default
-       `'assistant'`) are used only for nesting.
+    4. `history_mapper` (else `config.history_mapper`), `summary_role` (else `config.summary_role`, default
+       `'assistant'`) and `max_record_chars` (else `config.max_record_chars`, default 20,000) are used only for
+       nesting.
+
+    Spills: a delegate with no `OverflowingToolOutput` of its own inherits the delegating agent's (its store and
+    query tools), and passes it on to the delegations it makes; when the delegate cannot read the store a spilled
+    tool return is in, that return says so in its history. Before nesting, a tool output longer than
+    `max_record_chars` is saved in full to the delegate's store (when its `OverflowingToolOutput` has a `store`) and
+    cut with its handle. A history holding much text is nested in a worker thread.
 
     `config` defaults to the run-wide settings of a
     [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability on the delegating run (or on a run that started

@@ -192,3 +192,15 @@ def test_max_record_chars_is_checked_at_construction(value: Any) -> None:
         HandoffConfig(max_record_chars=value)
     with pytest.raises(UserError, match='max_record_chars'):
         nest_handoff_history(HandoffInputData('hi', (), ()), max_record_chars=value)
+
+
+async def test_an_overflow_given_only_to_the_parents_run_is_not_seen_by_delegate(tmp_path: Path) -> None:
+    """The documented limit: `delegate` finds the parent's `OverflowingToolOutput` on the agent, not on `run()`."""
+    overflow = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 's'))
+    reader = Reader()
+    specialist = Agent(FunctionModel(reader), name='specialist')
+    triage = delegating_agent('triage', specialist, first_tool='big_report')
+    triage.tool_plain(big_report)
+    await triage.run('Analyse the report', capabilities=[overflow])
+    assert 'read_tool_result' not in reader.tools[0]
+    assert 'cannot be read by this agent' in '\n'.join(summary_texts(reader.seen[0]))
