@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import Callable
 
+import anyio
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -19,6 +20,7 @@ from pydantic_ai.messages import (
 
 from bench._report import Entry
 from pydantic_ai_harness.handoffs import HandoffInputData, nest_handoff_history, remove_all_tools
+from pydantic_ai_harness.handoffs._delegation import nest_off_loop
 from pydantic_ai_harness.handoffs._transcript import DEFAULT_END_WRAPPER, DEFAULT_START_WRAPPER, SUMMARY_PREAMBLE
 
 TITLE = 'Handoff history: nest_handoff_history and remove_all_tools'
@@ -33,7 +35,8 @@ must grow linearly (100k / 10k time ratio <= 12) and handle 10k messages in unde
 Parsing a summary-shaped text (issue 13, finding 6): `nest_handoff_history` over one assistant turn in the
 nested-summary format whose single record spans 1.6 MB and 16 MB of continuation lines (the shape that was
 quadratic: 17.9 s for 1.6 MB), and one of 1.6 MB made of 100k short records; best of 3. It must grow linearly
-(16 MB / 1.6 MB ratio <= 12).
+(16 MB / 1.6 MB ratio <= 12). The event-loop lag is the longest a 5 ms ticker woke late while `delegate`'s nesting
+step (a worker thread above 200,000 characters) ran on those inputs.
 """
 
 SIZES = (1_000, 10_000, 100_000)
@@ -115,8 +118,38 @@ def parse_entries() -> list[Entry]:
     ]
 
 
+async def _worst_loop_lag(data: HandoffInputData) -> float:
+    """The longest the event loop woke late (5 ms ticks) while `delegate`'s nesting step ran on `data`."""
+    worst = 0.0
+    done = anyio.Event()
+
+    async def monitor() -> None:
+        nonlocal worst
+        while not done.is_set():
+            started = time.perf_counter()
+            await anyio.sleep(0.005)
+            worst = max(worst, time.perf_counter() - started - 0.005)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(monitor)
+        await anyio.sleep(0.02)
+        await nest_off_loop(data)
+        done.set()
+    return worst
+
+
+def loop_lag_entries() -> list[Entry]:
+    lags = {
+        '1.6 MB of 100k records': anyio.run(_worst_loop_lag, summary_shaped(1_600_000, many_records=True)),
+        '16 MB record': anyio.run(_worst_loop_lag, summary_shaped(16_000_000, many_records=False)),
+    }
+    detail = ', '.join(f'{name}: {lag * 1000:.0f} ms' for name, lag in lags.items())
+    worst = max(lags.values()) * 1000
+    return [Entry('handoffs', 'delegate nesting: worst event-loop lag', worst, 'ms', '< 250 ms', worst < 250, detail)]
+
+
 def run() -> list[Entry]:
-    entries: list[Entry] = parse_entries()
+    entries: list[Entry] = [*parse_entries(), *loop_lag_entries()]
     functions: dict[str, Callable[[HandoffInputData], HandoffInputData]] = {
         'nest_handoff_history': nest_handoff_history,
         'remove_all_tools': remove_all_tools,
