@@ -150,3 +150,12 @@ async def test_calls_beside_the_handoff_never_run_with_early_and_run_first_with_
     assert notes == ['customer is angry']  # run before the handoff, by the default 'graceful'
     # The delegate sees neither the call nor its result: a call without a result yet is dropped from its history.
     assert 'customer is angry' not in repr(seen[0]) and 'noted' not in repr(seen[0])
+
+
+async def test_the_parents_capabilities_run_on_the_parents_requests_only() -> None:
+    parent_guard, delegate_guard = PromptGuard(), PromptGuard()
+    billing, _ = specialist(['Refunded 80 EUR.'], delegate_guard)
+    router, _, _ = output_function_router(billing)
+    await router.run('I want a refund', capabilities=[parent_guard])
+    assert parent_guard.seen == ['I want a refund']  # one request of its own, never the delegate's
+    assert 'Handle the refund' in delegate_guard.seen
