@@ -214,6 +214,11 @@ async def nest_off_loop(data: HandoffInputData, **options: Any) -> HandoffInputD
     return await anyio.to_thread.run_sync(functools.partial(context.run, functools.partial(_nest, data, **options)))
 
 
+def _safe_run_segment(run_id: str | None) -> str:
+    plain = ''.join(c for c in run_id or 'run' if c.isascii() and (c.isalnum() or c in '-_'))[:64]
+    return plain or 'run'
+
+
 def _map_segments(
     data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], tuple[ModelMessage, ...]]
 ) -> HandoffInputData:
@@ -512,7 +517,7 @@ async def delegate(
     elif should_nest:
         store = effective.store if effective is not None else None
         if cap is not None and store is not None:
-            prefix = f'handoff/{ctx.run_id or "run"}'
+            prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
             data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
         data = await nest_off_loop(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
     history = data.to_message_history()

@@ -115,6 +115,12 @@ def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessa
     return tuple(result)
 
 
+def _safe_segment(text: str) -> str:
+    """A key segment from model-written text (a tool call id): short, plain characters, and distinct per value."""
+    plain = ''.join(c for c in text if c.isascii() and (c.isalnum() or c in '-_'))[:40]
+    return f'{plain}-{hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]}'
+
+
 async def spill_long_tool_returns(
     messages: Sequence[ModelMessage], limit: int, store: OverflowStore, key_prefix: str
 ) -> tuple[ModelMessage, ...]:
@@ -136,7 +142,7 @@ async def spill_long_tool_returns(
                 parts.append(part)
                 continue
             data = text.encode('utf-8', 'surrogatepass')
-            key = f'{key_prefix}/{part.tool_call_id}/{hashlib.sha256(data).hexdigest()[:16]}'
+            key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{hashlib.sha256(data).hexdigest()[:16]}'
             try:
                 handle = await store.write(key, data)
             except Exception:  # noqa: BLE001 - a failed write only means the cut says the rest was not kept

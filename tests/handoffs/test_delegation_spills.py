@@ -204,3 +204,31 @@ async def test_an_overflow_given_only_to_the_parents_run_is_not_seen_by_delegate
     await triage.run('Analyse the report', capabilities=[overflow])
     assert 'read_tool_result' not in reader.tools[0]
     assert 'cannot be read by this agent' in '\n'.join(summary_texts(reader.seen[0]))
+
+
+async def test_a_hostile_tool_call_id_still_gives_a_readable_cut_record(tmp_path: Path) -> None:
+    """The model writes the tool call id; the key the full record is saved under never uses it raw."""
+    store = LocalFileStore(tmp_path / 'store')
+    reader = Reader(offset=FIVE_MB_LINES - 1)
+    own = OverflowingToolOutput(bands=[Band(over=10_000_000, action=Spill())], store=store)
+    specialist = Agent(FunctionModel(reader), name='specialist', capabilities=[own])
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p.tool_name for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart('five_mb_log', {}, '../../../etc/passwd\x00' + 'é' * 300)])
+        if 'transfer' in returned:
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('transfer', {}, 'h')])
+
+    triage = Agent(FunctionModel(respond), name='triage', deps_type=type(None))
+    triage.tool_plain(five_mb_log)
+
+    @triage.tool
+    async def transfer(ctx: RunContext[None]) -> str:
+        """Hand off."""
+        return (await delegate(specialist, ctx, 'check', nest_handoff_history=True)).output
+
+    await triage.run('Check the last event')
+    assert f'event {FIVE_MB_LINES - 1:07d}: ok' in reader.read_back[0]
+    assert not any('..' in name for p in tmp_path.rglob('*') for name in p.relative_to(tmp_path).parts)
