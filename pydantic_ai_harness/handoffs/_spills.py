@@ -10,17 +10,26 @@ the cut says under which handle, so nothing is lost.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any, cast
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
 
 from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
 from ._cut import cut_text, with_content
-from ._parts import Part, rewrap
+from ._parts import Part, answers_tool_calls, rewrap
+from ._transcript import (
+    build_summary_from_records,
+    get_conversation_history_wrappers,
+    is_summary_candidate,
+    parse_summary_text,
+    render_item,
+)
 
 __all__ = (
     'agent_overflow',
@@ -95,10 +104,55 @@ def _unreadable_note(handles: Sequence[str]) -> str:
     )
 
 
+_HANDLE_MENTION = re.compile(r'under handle "([^"]+)"')
+"""How a spill preview, a summary marker and a cut record name their handle."""
+
+_NOTE_START = '\n[Note: the full output saved under '
+
+
+def _mark_summary(text: str, wrappers: tuple[str, str]) -> str | None:
+    """A summary's text with every record that names a handle saying it cannot be read here; `None` if unchanged."""
+    if not is_summary_candidate(text):
+        return None
+    items = parse_summary_text(text, wrappers=wrappers)
+    if items is None:
+        return None
+    changed = False
+    for item in items:
+        output = item.get('output')
+        if isinstance(output, str) and _NOTE_START not in output and (handles := _HANDLE_MENTION.findall(output)):
+            item['output'] = output + _unreadable_note(list(dict.fromkeys(handles)))
+            changed = True
+    return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers) if changed else None
+
+
+def _summary_part(message: ModelMessage, part: Part) -> bool:
+    """Whether `part` may be a summary: assistant text, or a user prompt that is not tool output."""
+    if isinstance(part, TextPart):
+        return True
+    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and not answers_tool_calls(message)
+
+
 def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
-    """`messages` with every spilled tool return saying plainly that its handle cannot be read by the delegate."""
+    """`messages` with every spilled tool return, and every summarized one an earlier hop left in a summary, saying
+    plainly that its handle cannot be read by the delegate.
+    """
+    wrappers = get_conversation_history_wrappers()
     result: list[ModelMessage] = []
     for message in messages:
+        marked: list[Part] = []
+        changed = False
+        for part in message.parts:
+            content = getattr(part, 'content', None)
+            if isinstance(content, str) and _summary_part(message, part):
+                text = _mark_summary(content, wrappers)
+                if text is not None:
+                    marked.append(dataclasses.replace(cast(Any, part), content=text))
+                    changed = True
+                    continue
+            marked.append(part)
+        if changed:
+            message = rewrap(message, marked)
         if not isinstance(message, ModelRequest) or not any(
             isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts
         ):
@@ -106,9 +160,9 @@ def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessa
             continue
         parts: list[Part] = []
         for part in message.parts:
-            if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)):
-                text = part.model_response_str(wrap_if_error=False) + _unreadable_note(handles)
-                parts.append(with_content(part, text))
+            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
+            if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
+                parts.append(with_content(part, text + _unreadable_note(handles)))
             else:
                 parts.append(part)
         result.append(rewrap(message, parts))

@@ -232,3 +232,44 @@ async def test_a_hostile_tool_call_id_still_gives_a_readable_cut_record(tmp_path
     await triage.run('Check the last event')
     assert f'event {FIVE_MB_LINES - 1:07d}: ok' in reader.read_back[0]
     assert not any('..' in name for p in tmp_path.rglob('*') for name in p.relative_to(tmp_path).parts)
+
+
+async def test_a_spill_summarized_at_hop_one_is_marked_unreadable_at_hop_two(tmp_path: Path) -> None:
+    """Hop 1 inherits the parent's store and can read; hop 2 reduces into its own store: its summary says so."""
+    parent = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'a'))
+    own = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'b'))
+    reader = Reader()
+    final = Agent(FunctionModel(reader), name='final', capabilities=[own])
+    middle = delegating_agent('middle', final)
+    triage = delegating_agent('triage', middle, first_tool='big_report', capabilities=[parent])
+    triage.tool_plain(big_report)
+    await triage.run('Analyse the report')
+    [summary] = summary_texts(reader.seen[0])
+    assert summary.count('cannot be read by this agent') == 1
+    assert 'It is saved in full under handle' in summary  # the preview is kept, with the note after it
+
+
+async def test_an_unreadable_note_is_not_repeated_when_handed_on_unfiltered(tmp_path: Path) -> None:
+    parent = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'a'))
+    seen: list[list[ModelMessage]] = []
+    final = Agent(FunctionModel(lambda m, i: seen.append(list(m)) or ModelResponse(parts=[TextPart('ok')])), name='f')
+    middle = Agent(handing_off_model(None, 'pass_on'), name='middle', deps_type=type(None))
+
+    @middle.tool
+    async def pass_on(ctx: RunContext[None]) -> str:
+        """Hand off, unfiltered."""
+        return (await delegate(final, ctx, 'hop 2')).output
+
+    triage = Agent(
+        handing_off_model('big_report', 'transfer'), name='triage', deps_type=type(None), capabilities=[parent]
+    )
+    triage.tool_plain(big_report)
+
+    @triage.tool(name='transfer')
+    async def first_hop(ctx: RunContext[None]) -> str:
+        """Hand off to a delegate that has no store access at all."""
+        own = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'b'))
+        return (await delegate(middle, ctx, 'hop 1', capabilities=[own])).output
+
+    await triage.run('Analyse the report')
+    assert repr(seen[0]).count('cannot be read by this agent') == 1
