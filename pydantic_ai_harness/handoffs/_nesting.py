@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, cast
 
@@ -15,17 +14,22 @@ from pydantic_ai.messages import (
     NativeToolCallPart,
     NativeToolReturnPart,
     SpeechPart,
-    SystemPromptPart,
     TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolReturnPart,
     UserPromptPart,
 )
 
-from ._cut import cut_text, with_content
+from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
-from ._parts import Part, answers_tool_calls, items_to_messages, part_category, render_part, rewrap, tool_file_ids
+from ._parts import (
+    Part,
+    answers_tool_calls,
+    items_to_messages,
+    part_category,
+    part_to_item,
+    render_part,
+    rewrap,
+    tool_file_ids,
+)
 from ._transcript import (
     TranscriptItem,
     build_summary_from_records,
@@ -56,36 +60,40 @@ def summary_message(
     return ModelResponse(parts=[TextPart(text)])
 
 
-def _cap_part(part: Part, cap: int | None) -> Part:
-    """`part` with its text cut to `cap` characters (saying so), when it is longer; summarized parts only."""
-    if cap is None:
-        return part
-    if isinstance(part, ToolReturnPart):
-        text = part.model_response_str(wrap_if_error=False)
-        return with_content(part, cut_text(text, cap, None)) if len(text) > cap else part
-    if isinstance(part, TextPart | SystemPromptPart | ThinkingPart) and len(part.content) > cap:
-        return dataclasses.replace(part, content=cut_text(part.content, cap, None))
-    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and len(part.content) > cap:
-        return dataclasses.replace(part, content=cut_text(part.content, cap, None))
-    if isinstance(part, ToolCallPart) and len(args := part.args_as_json_str()) > cap:
-        return dataclasses.replace(part, args=cut_text(args, cap, None))
-    return part
-
-
 def _cap_item(item: TranscriptItem, cap: int | None) -> TranscriptItem:
     """A parsed record with its `content` / `output` text cut to `cap` characters, when longer."""
     if cap is None:
         return item
-    changed = {
+    changed: dict[str, Any] = {
         key: cut_text(value, cap, None)
         for key in ('content', 'output', 'arguments')
         if isinstance(value := item.get(key), str) and len(value) > cap
     }
+    summary = item.get('summary')
+    if isinstance(summary, list) and any(_long_text(entry, cap) for entry in cast(list[Any], summary)):
+        changed['summary'] = [
+            {**entry, 'text': cut_text(entry['text'], cap, None)} if _long_text(entry, cap) else entry
+            for entry in cast(list[Any], summary)
+        ]
     return {**item, **changed} if changed else item
 
 
+def _long_text(entry: Any, cap: int) -> bool:
+    return (
+        isinstance(entry, dict) and isinstance(text := cast(dict[str, Any], entry).get('text'), str) and len(text) > cap
+    )
+
+
 def _render(part: Part, cap: int | None) -> str | None:
-    return render_part(_cap_part(part, cap))
+    """The record of `part`; with a cap, a record longer than it is written again from its item, texts cut.
+
+    Rendering the item is what a later hop does with the parsed record, so both hops cut the same way.
+    """
+    record = render_part(part)
+    if cap is None or record is None or len(record) <= cap:
+        return record
+    item = part_to_item(part)
+    return record if item is None else render_item(_cap_item(item, cap))
 
 
 def _records(messages: Sequence[ModelMessage]) -> list[str]:
