@@ -7,15 +7,17 @@
   conversation so far, filtered as a handoff.
 - [`HandoffHistory`][pydantic_ai_harness.handoffs.HandoffHistory] does the same for history passed with
   `message_history=`.
+- [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] holds run-wide settings for every `delegate()` of a run.
 """
 
 from __future__ import annotations
 
 from ._capability import HandoffHistory
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import HandoffConfig, delegate, handoff_input_from_context
+from ._delegation import Delegation, HandoffConfig, delegate, handoff_input_from_context
 from ._filters import remove_all_tools
 from ._nesting import SummaryRole, default_handoff_history_mapper, nest_handoff_history
+from ._run_settings import Handoffs, answered_by
 from ._transcript import (
     get_conversation_history_wrappers,
     reset_conversation_history_wrappers,
@@ -23,12 +25,15 @@ from ._transcript import (
 )
 
 __all__ = (
+    'Delegation',
     'HandoffConfig',
     'HandoffHistory',
     'HandoffHistoryMapper',
     'HandoffInputData',
     'HandoffInputFilter',
+    'Handoffs',
     'SummaryRole',
+    'answered_by',
     'default_handoff_history_mapper',
     'delegate',
     'get_conversation_history_wrappers',

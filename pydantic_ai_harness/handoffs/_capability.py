@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import apply_handoff_input_filter, check_message_history, return_ids
-from ._nesting import SummaryRole, check_summary_role, nest_handoff_history
+from ._delegation import (
+    apply_handoff_input_filter,
+    check_message_history,
+    nest_off_loop,
+    prepend_system_prompts,
+    return_ids,
+    without_system_prompts,
+)
+from ._nesting import SummaryRole, check_summary_role
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.settings import ModelSettings
 
 __all__ = ('PROCESSED_METADATA_KEY', 'HandoffHistory')
 
@@ -33,7 +42,9 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     (`next_agent.run(prompt, message_history=previous.all_messages(), capabilities=[HandoffHistory(...)])`). Before
     the run's first model request, the messages that precede the current run are taken as the handoff's
     `input_history` and rewritten with `input_filter`, or else nested when `nest_handoff_history` is set (a filter
-    always wins, as in the OpenAI Agents SDK). The current run's own messages are never touched.
+    always wins, as in the OpenAI Agents SDK). The current run's own messages are never touched. The earlier
+    agent's system prompts are dropped (unless `forward_system_prompt`) and the agent's own system prompts, static
+    and dynamic, head the rewritten messages, since pydantic-ai adds them only to a run without history.
 
     The rewrite happens once per run: the rewritten messages are stamped in their `metadata` (never sent to a
     model) with the run id, and later requests of the same run leave them alone, so the history is not re-nested on
@@ -52,10 +63,17 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     summary_role: SummaryRole = 'assistant'
     """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
 
+    forward_system_prompt: bool = False
+    """Whether the earlier agent's system prompts stay in the rewritten messages. Off by default: the agent runs
+    under its own system prompts (static and dynamic), which pydantic-ai would otherwise leave out of a run given a
+    history."""
+
     def __post_init__(self) -> None:
         if self.input_filter is not None and not callable(self.input_filter):
             raise UserError(f'Invalid input filter: {self.input_filter}')
         check_summary_role(self.summary_role)
+        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -68,13 +86,25 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         earlier = messages[:start]
         if not earlier or any(_stamp(message) == ctx.run_id for message in earlier):
             return request_context
-        data = HandoffInputData(input_history=tuple(earlier), pre_handoff_items=(), new_items=(), run_context=ctx)
+        handed = tuple(earlier) if self.forward_system_prompt else without_system_prompts(earlier)
+        data = HandoffInputData(input_history=handed, pre_handoff_items=(), new_items=(), run_context=ctx)
         if self.input_filter is not None:
             data = await apply_handoff_input_filter(self.input_filter, data)
         else:
-            data = nest_handoff_history(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
+            data = await nest_off_loop(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
         rewritten = data.to_message_history()
         check_message_history(rewritten)
+        if ctx.agent is not None:
+            model: Any = ctx.model
+            own_prompts = await ctx.agent.system_prompt_parts(
+                deps=ctx.deps,
+                model=cast('Model[Any]', model) if isinstance(model, Model) else None,
+                message_history=rewritten,
+                prompt=ctx.prompt,
+                usage=ctx.usage,
+                model_settings=cast('ModelSettings | None', ctx.model_settings),
+            )
+            rewritten = prepend_system_prompts(rewritten, own_prompts)
         stamped = [_with_stamp(message, ctx.run_id) for message in rewritten]
         new_messages = [*stamped, *messages[start:]]
         request_context.messages = list(new_messages)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
+import functools
 import inspect
 import json
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, TypeGuard, cast
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeGuard, cast
 
+import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
@@ -17,23 +22,32 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     RetryPromptPart,  # pyright: ignore[reportDeprecated]
+    SystemPromptPart,
     ToolAvailabilityDeltaPart,
     ToolCallPart,
     ToolReturnPart,
     UserContent,
 )
+from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._nesting import SummaryRole, check_summary_role, nest_handoff_history as _nest
+from ._nesting import SummaryRole, check_max_record_chars, check_summary_role, nest_handoff_history as _nest
 from ._parts import PARENT_STATE_PARTS, rewrap
+from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
 
 __all__ = (
+    'Delegation',
     'HandoffConfig',
+    'RunHandoffs',
+    'active_run_handoffs',
     'apply_handoff_input_filter',
     'check_message_history',
     'delegate',
     'handoff_input_from_context',
+    'nest_off_loop',
+    'prepend_system_prompts',
+    'without_system_prompts',
 )
 
 logger = logging.getLogger('pydantic_ai_harness.handoffs')
@@ -68,8 +82,163 @@ class HandoffConfig:
     summary_role: SummaryRole = 'assistant'
     """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
 
+    forward_system_prompt: bool = False
+    """Whether the delegating agent's system prompts reach the delegate (as they are, or as `system:` records of a
+    summary). Off by default: the delegate runs under its own system prompts only, as in the SDK, where the
+    receiving agent's instructions always apply and the sender's never do."""
+
+    max_record_chars: int | None = 20_000
+    """Nesting cuts the text of every summarized record longer than this (a tool output, a message), saying so;
+    a cut tool output is saved in full to the store of the delegate's `OverflowingToolOutput` first, when it has
+    one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
+
     def __post_init__(self) -> None:
         check_summary_role(self.summary_role)
+        check_max_record_chars(self.max_record_chars)
+        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
+
+
+@dataclass(frozen=True)
+class Delegation(Generic[OutputDataT]):
+    """What [`delegate`][pydantic_ai_harness.handoffs.delegate] returns: who answered, its answer, and the messages
+    to carry on with.
+    """
+
+    agent: AbstractAgent[Any, OutputDataT]
+    """The agent that answered (the delegate)."""
+
+    result: AgentRunResult[OutputDataT]
+    """The delegate's run result (usage, new messages, ...)."""
+
+    tool_call_id: str | None = None
+    """The id of the delegating tool or output-function call."""
+
+    @property
+    def output(self) -> OutputDataT:
+        """The delegate's output."""
+        return self.result.output
+
+    @property
+    def agent_name(self) -> str | None:
+        """The delegate's name, as written into the handoff's tool output."""
+        return self.agent.name
+
+    def messages(self) -> list[ModelMessage]:
+        """The delegate's whole conversation as it ran (the history it was given, its prompt, its turns and its
+        answer): pass it as `message_history=` to run the next user turn on the delegate where it left off.
+        """
+        return self.result.all_messages()
+
+
+@dataclass
+class RunHandoffs:
+    """The handoff state of one run: its settings and the delegations made in it (set by the `Handoffs`
+    capability).
+    """
+
+    config: HandoffConfig
+    """The run-wide settings every `delegate()` of the run uses unless it passes its own `config`."""
+
+    run_id: str | None
+    """The id of the run that set them."""
+
+    delegations: list[tuple[str | None, Delegation[Any]]] = field(
+        default_factory=list[tuple[str | None, Delegation[Any]]]
+    )
+    """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
+
+
+_active: ContextVar[RunHandoffs | None] = ContextVar('pydantic_ai_harness_run_handoffs', default=None)
+
+
+def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
+    """The context variable the `Handoffs` capability sets for the length of a run (and the runs it starts)."""
+    return _active
+
+
+def without_system_prompts(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
+    """`messages` without their `SystemPromptPart`s; requests left empty are dropped."""
+    result: list[ModelMessage] = []
+    for message in messages:
+        kept = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
+        if len(kept) == len(message.parts):
+            result.append(message)
+        elif kept:
+            result.append(rewrap(message, kept))
+    return tuple(result)
+
+
+def prepend_system_prompts(history: list[ModelMessage], parts: Sequence[SystemPromptPart]) -> list[ModelMessage]:
+    """`history` with `parts` at the head of its first message: into a leading request, or as a request of their
+    own before a leading response (a summary written as an assistant turn).
+    """
+    if not parts or not history:
+        return history
+    first = history[0]
+    if isinstance(first, ModelRequest):
+        return [dataclasses.replace(first, parts=[*parts, *first.parts]), *history[1:]]
+    return [ModelRequest(parts=list(parts)), *history]
+
+
+_DEFAULT_CONFIG = HandoffConfig()
+
+
+_OFF_LOOP_CHARS = 200_000
+"""Histories with more text than this are nested in a worker thread, so a long parse never blocks the event loop."""
+
+
+def _text_size(data: HandoffInputData) -> int:
+    history = data.input_history
+    messages = () if isinstance(history, str) else history
+    size = len(history) if isinstance(history, str) else 0
+    for segment in (messages, data.pre_handoff_items, data.new_items):
+        for message in segment:
+            for part in message.parts:
+                content = getattr(part, 'content', None)
+                if isinstance(content, str):
+                    size += len(content)
+    return size
+
+
+async def nest_off_loop(data: HandoffInputData, **options: Any) -> HandoffInputData:
+    """`nest_handoff_history(data, **options)`, in a worker thread when the history holds much text.
+
+    Parsing and rendering are linear but pure Python (~0.3 s for 1.6 MB of short records): run inline they would
+    hold the event loop, and every run in the process with it. The current context is copied into the thread, so
+    the summary wrappers in effect apply there too.
+    """
+    if _text_size(data) < _OFF_LOOP_CHARS:
+        return _nest(data, **options)
+    context = contextvars.copy_context()
+    return await anyio.to_thread.run_sync(functools.partial(context.run, functools.partial(_nest, data, **options)))
+
+
+def _safe_run_segment(run_id: str | None) -> str:
+    plain = ''.join(c for c in run_id or 'run' if c.isascii() and (c.isalnum() or c in '-_'))[:64]
+    return plain or 'run'
+
+
+def _map_segments(
+    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], tuple[ModelMessage, ...]]
+) -> HandoffInputData:
+    history = data.input_history
+    return data.clone(
+        input_history=history if isinstance(history, str) else change(history),
+        pre_handoff_items=change(data.pre_handoff_items),
+        new_items=change(data.new_items),
+    )
+
+
+async def _map_segments_async(
+    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], Awaitable[tuple[ModelMessage, ...]]]
+) -> HandoffInputData:
+    history = data.input_history
+    return data.clone(
+        input_history=history if isinstance(history, str) else await change(history),
+        pre_handoff_items=await change(data.pre_handoff_items),
+        new_items=await change(data.new_items),
+    )
 
 
 def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -238,9 +407,11 @@ async def delegate(
     nest_handoff_history: bool | None = None,
     history_mapper: HandoffHistoryMapper | None = None,
     summary_role: SummaryRole | None = None,
+    forward_system_prompt: bool | None = None,
+    max_record_chars: int | None = None,
     config: HandoffConfig | None = None,
     **run_kwargs: Any,
-) -> AgentRunResult[Any]:
+) -> Delegation[Any]:
     """Run `agent` from a delegating tool or output function, on the conversation so far, filtered as a handoff.
 
     The delegate's history is built by
@@ -251,8 +422,23 @@ async def delegate(
     2. nesting is `nest_handoff_history` if it is not `None`, else `config.nest_handoff_history` (default `False`);
     3. a filter always wins: when there is one, the history is not nested (a filter may call
        [`nest_handoff_history`][pydantic_ai_harness.handoffs.nest_handoff_history] itself);
-    4. `history_mapper` (else `config.history_mapper`) and `summary_role` (else `config.summary_role`, default
-       `'assistant'`) are used only for nesting.
+    4. `history_mapper` (else `config.history_mapper`), `summary_role` (else `config.summary_role`, default
+       `'assistant'`) and `max_record_chars` (else `config.max_record_chars`, default 20,000) are used only for
+       nesting.
+
+    Spills: a delegate with no `OverflowingToolOutput` of its own inherits the delegating agent's (its store and
+    query tools), and passes it on to the delegations it makes; when the delegate cannot read the store a spilled
+    tool return is in, that return says so in its history. Before nesting, a tool output longer than
+    `max_record_chars` is saved in full to the delegate's store (when its `OverflowingToolOutput` has a `store`) and
+    cut with its handle. A history holding much text is nested in a worker thread.
+
+    `config` defaults to the run-wide settings of a
+    [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability on the delegating run (or on a run that started
+    it), else to `HandoffConfig()`.
+
+    The delegate runs under its own system prompts (static and dynamic, resolved with
+    `agent.system_prompt_parts`) and its own instructions; the delegating agent's system prompts are removed from
+    the history before filtering unless `forward_system_prompt` (else `config.forward_system_prompt`) is `True`.
 
     When the run uses server-side conversation state (`openai_conversation_id`, or a concrete
     `openai_previous_response_id`, in the agent's or the run's `model_settings`), a filter raises and nesting is
@@ -270,12 +456,15 @@ async def delegate(
         nest_handoff_history: Whether to nest the history when there is no filter.
         history_mapper: The mapper to nest with, in place of the default summary.
         summary_role: Whether nesting writes its summaries as assistant turns or as user turns.
-        config: Run-level defaults for the four settings above.
+        forward_system_prompt: Whether the delegating agent's system prompts reach the delegate.
+        max_record_chars: The longest record a nested summary keeps whole (else `config.max_record_chars`).
+        config: Defaults for the six settings above; the run-wide `Handoffs` settings when not given.
         **run_kwargs: Passed to `agent.run`; `deps` defaults to `ctx.deps`, `usage` to `ctx.usage` and
             `usage_limits` to `ctx.usage_limits`.
 
     Returns:
-        The delegate's run result.
+        A [`Delegation`][pydantic_ai_harness.handoffs.Delegation]: the agent that answered, its run result and
+        output, and the messages to carry on with.
 
     Raises:
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
@@ -285,13 +474,17 @@ async def delegate(
         raise UserError('delegate() needs a prompt for the agent taking over.')
     if 'message_history' in run_kwargs:
         raise UserError('delegate() builds the message history itself; do not pass `message_history`.')
-    chosen_filter = input_filter if input_filter is not None else (config.input_filter if config else None)
-    should_nest = (
-        nest_handoff_history if nest_handoff_history is not None else (config.nest_handoff_history if config else False)
-    )
-    mapper = history_mapper if history_mapper is not None else (config.history_mapper if config else None)
-    role = summary_role if summary_role is not None else (config.summary_role if config else 'assistant')
+    run_handoffs = _active.get()
+    if config is None:
+        config = run_handoffs.config if run_handoffs is not None else _DEFAULT_CONFIG
+    chosen_filter = input_filter if input_filter is not None else config.input_filter
+    should_nest = nest_handoff_history if nest_handoff_history is not None else config.nest_handoff_history
+    mapper = history_mapper if history_mapper is not None else config.history_mapper
+    role = summary_role if summary_role is not None else config.summary_role
+    forward = forward_system_prompt if forward_system_prompt is not None else config.forward_system_prompt
+    cap = max_record_chars if max_record_chars is not None else config.max_record_chars
     check_summary_role(role)
+    check_max_record_chars(cap)
     if chosen_filter is not None and not callable(chosen_filter):
         raise UserError(f'Invalid input filter: {chosen_filter}')
     if _server_managed(agent, run_kwargs):
@@ -303,14 +496,52 @@ async def delegate(
             should_nest = False
 
     data = handoff_input_from_context(ctx, target_name=agent.name)
+    if not forward:
+        history_in = data.input_history
+        data = data.clone(
+            input_history=history_in if isinstance(history_in, str) else without_system_prompts(history_in),
+            pre_handoff_items=without_system_prompts(data.pre_handoff_items),
+            new_items=without_system_prompts(data.new_items),
+        )
+    # Spills: the delegate inherits the delegating agent's OverflowingToolOutput unless it has its own.
+    own = agent_overflow(agent, run_kwargs.get('capabilities'))
+    source = agent_overflow(ctx.agent) or inherited_overflow().get()
+    effective = own
+    if own is None and source is not None:
+        run_kwargs['capabilities'] = [*cast(Sequence[Any], run_kwargs.get('capabilities') or ()), source]
+        effective = source
+    if not readable_here(effective, source):
+        data = _map_segments(data, mark_unreadable_spills)
     if chosen_filter is not None:
         data = await apply_handoff_input_filter(chosen_filter, data)
     elif should_nest:
-        data = _nest(data, history_mapper=mapper, summary_role=role)
+        store = effective.store if effective is not None else None
+        if cap is not None and store is not None:
+            prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
+            data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
+        data = await nest_off_loop(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
     history = data.to_message_history()
     check_message_history(history)
 
     run_kwargs.setdefault('deps', ctx.deps)
     run_kwargs.setdefault('usage', ctx.usage)
     run_kwargs.setdefault('usage_limits', ctx.usage_limits)
-    return await agent.run(prompt, message_history=history, **run_kwargs)
+    # pydantic-ai adds an agent's system prompts only to a run without history; a delegate always has one.
+    own_prompts = await agent.system_prompt_parts(
+        deps=run_kwargs['deps'],
+        model=run_kwargs.get('model'),
+        message_history=history,
+        prompt=prompt,
+        usage=run_kwargs['usage'],
+        model_settings=run_kwargs.get('model_settings'),
+    )
+    history = prepend_system_prompts(history, own_prompts)
+    token = inherited_overflow().set(effective)
+    try:
+        result = await agent.run(prompt, message_history=history, **run_kwargs)
+    finally:
+        inherited_overflow().reset(token)
+    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
+    if run_handoffs is not None:
+        run_handoffs.delegations.append((ctx.run_id, delegation))
+    return delegation

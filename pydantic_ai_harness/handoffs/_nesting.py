@@ -18,8 +18,18 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
-from ._parts import Part, items_to_messages, part_category, render_part, rewrap, tool_file_ids
+from ._parts import (
+    Part,
+    answers_tool_calls,
+    items_to_messages,
+    part_category,
+    part_to_item,
+    render_part,
+    rewrap,
+    tool_file_ids,
+)
 from ._transcript import (
     TranscriptItem,
     build_summary_from_records,
@@ -36,15 +46,54 @@ SummaryRole = Literal['assistant', 'user']
 
 
 def summary_message(
-    records: Sequence[str], wrappers: tuple[str, str] | None = None, role: SummaryRole = 'assistant'
+    records: Sequence[str],
+    wrappers: tuple[str, str] | None = None,
+    role: SummaryRole = 'assistant',
+    first_number: int = 1,
 ) -> ModelMessage:
     """One summary message for already rendered records: an assistant response with a single `TextPart`, or with
     `role='user'` a request with a single `UserPromptPart`.
     """
-    text = build_summary_from_records(records, wrappers=wrappers)
+    text = build_summary_from_records(records, wrappers=wrappers, first_number=first_number)
     if role == 'user':
         return ModelRequest(parts=[UserPromptPart(text)])
     return ModelResponse(parts=[TextPart(text)])
+
+
+def _cap_item(item: TranscriptItem, cap: int | None) -> TranscriptItem:
+    """A parsed record with its `content` / `output` text cut to `cap` characters, when longer."""
+    if cap is None:
+        return item
+    changed: dict[str, Any] = {
+        key: cut_text(value, cap, None)
+        for key in ('content', 'output', 'arguments')
+        if isinstance(value := item.get(key), str) and len(value) > cap
+    }
+    summary = item.get('summary')
+    if isinstance(summary, list) and any(_long_text(entry, cap) for entry in cast(list[Any], summary)):
+        changed['summary'] = [
+            {**entry, 'text': cut_text(entry['text'], cap, None)} if _long_text(entry, cap) else entry
+            for entry in cast(list[Any], summary)
+        ]
+    return {**item, **changed} if changed else item
+
+
+def _long_text(entry: Any, cap: int) -> bool:
+    return (
+        isinstance(entry, dict) and isinstance(text := cast(dict[str, Any], entry).get('text'), str) and len(text) > cap
+    )
+
+
+def _render(part: Part, cap: int | None) -> str | None:
+    """The record of `part`; with a cap, a record longer than it is written again from its item, texts cut.
+
+    Rendering the item is what a later hop does with the parsed record, so both hops cut the same way.
+    """
+    record = render_part(part)
+    if cap is None or record is None or len(record) <= cap:
+        return record
+    item = part_to_item(part)
+    return record if item is None else render_item(_cap_item(item, cap))
 
 
 def _records(messages: Sequence[ModelMessage]) -> list[str]:
@@ -67,32 +116,41 @@ def default_handoff_history_mapper(transcript: list[ModelMessage]) -> list[Model
 
 
 def _history_records(
-    history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str], role: SummaryRole
+    history: str | tuple[ModelMessage, ...], wrappers: tuple[str, str], role: SummaryRole, cap: int | None = None
 ) -> list[str]:
     """The records of the whole input history, earlier summaries replaced by their own records."""
     if isinstance(history, str):
-        return [render_item({'content': history, 'role': 'user'})]
+        return [render_item(_cap_item({'content': history, 'role': 'user'}, cap))]
     records: list[str] = []
     for message in history:
         for part in message.parts:
-            if role == 'user' and (parsed := _user_summary_records(part, wrappers)) is not None:
-                records.extend(render_item(item) for item in parsed)
+            if role == 'user' and (parsed := _user_summary_records(message, part, wrappers)) is not None:
+                records.extend(render_item(_cap_item(item, cap)) for item in parsed)
                 continue
             if isinstance(part, TextPart | SpeechPart) and is_summary_candidate(part.content):
                 is_assistant = isinstance(part, TextPart) or part.speaker == 'assistant'
                 parsed = parse_summary_text(part.content, wrappers=wrappers) if is_assistant else None
                 if parsed is not None:
-                    records.extend(render_item(item) for item in parsed)
+                    records.extend(render_item(_cap_item(item, cap)) for item in parsed)
                     continue
-            record = render_part(part)
+            record = _render(part, cap)
             if record is not None:
                 records.append(record)
     return records
 
 
-def _user_summary_records(part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
-    """The records of a user-turn summary (a user prompt whose whole text is one), else `None`."""
-    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and is_summary_candidate(part.content):
+def _user_summary_records(message: ModelMessage, part: Part, wrappers: tuple[str, str]) -> list[TranscriptItem] | None:
+    """The records of a user-turn summary (a user prompt whose whole text is one), else `None`.
+
+    Never in a request that answers tool calls: pydantic-ai puts a tool's `ToolReturn.content` there as a user
+    prompt, and tool output is attacker text, so it must not pass for records of the conversation.
+    """
+    if (
+        isinstance(part, UserPromptPart)
+        and isinstance(part.content, str)
+        and is_summary_candidate(part.content)
+        and not answers_tool_calls(message)
+    ):
         return parse_summary_text(part.content, wrappers=wrappers)
     return None
 
@@ -104,7 +162,7 @@ def _summary_records(
     if isinstance(message, ModelResponse) and isinstance(part, TextPart):
         return parse_summary_text(part.content, wrappers=wrappers)
     if role == 'user' and isinstance(message, ModelRequest):
-        return _user_summary_records(part, wrappers)
+        return _user_summary_records(message, part, wrappers)
     return None
 
 
@@ -178,8 +236,11 @@ def _ordered_parts(message: ModelMessage) -> list[Part]:
     return ordered
 
 
-def _nest_default(data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole) -> list[ModelMessage]:
-    pending = _history_records(data.input_history, wrappers, role)
+def _nest_default(
+    data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole, cap: int | None
+) -> list[ModelMessage]:
+    pending = _history_records(data.input_history, wrappers, role, cap)
+    numbered = 0  # records written in earlier segments: numbering continues across them
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
     for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
@@ -190,12 +251,13 @@ def _nest_default(data: HandoffInputData, wrappers: tuple[str, str], role: Summa
                 if category == 'state':
                     continue
                 if category == 'tool' or (category == 'assistant' and not is_new):
-                    record = render_part(part)
+                    record = _render(part, cap)
                     if record is not None:
                         pending.append(record)
                     continue
                 if pending or not out:
-                    out.append(summary_message(pending, wrappers, role))
+                    out.append(summary_message(pending, wrappers, role, numbered + 1))
+                    numbered += len(pending)
                     pending = []
                 last = out[-1]
                 if isinstance(last, tuple) and last[0] is message:
@@ -203,7 +265,7 @@ def _nest_default(data: HandoffInputData, wrappers: tuple[str, str], role: Summa
                 else:
                     out.append((message, [part]))
     if pending or not out:
-        out.append(summary_message(pending, wrappers, role))
+        out.append(summary_message(pending, wrappers, role, numbered + 1))
     return [entry if not isinstance(entry, tuple) else _verbatim(*entry) for entry in out]
 
 
@@ -217,6 +279,17 @@ def check_summary_role(role: object) -> None:
     """Raise a `UserError` naming the choices unless `role` is `'assistant'` or `'user'`."""
     if role not in ('assistant', 'user'):
         raise UserError(f"summary_role must be 'assistant' or 'user', got {role!r}")
+
+
+_MIN_RECORD_CHARS = 500
+
+
+def check_max_record_chars(value: object) -> None:
+    """Raise a `UserError` naming the setting unless `value` is `None` or an int of at least 500."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < _MIN_RECORD_CHARS:
+        raise UserError(f'max_record_chars must be None or an int of at least {_MIN_RECORD_CHARS}, got {value!r}')
 
 
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
@@ -233,6 +306,7 @@ def nest_handoff_history(
     *,
     history_mapper: HandoffHistoryMapper | None = None,
     summary_role: SummaryRole = 'assistant',
+    max_record_chars: int | None = None,
 ) -> HandoffInputData:
     """Collapse the history before a handoff into a summary message, so the delegate sees one compact record of the
     conversation instead of the previous agent's raw turns.
@@ -252,8 +326,10 @@ def nest_handoff_history(
     The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
     OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
     `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn, and
-    earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the history
-    is trusted: any turn in the summary format is read as an earlier summary.
+    earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the
+    conversation is trusted: any assistant turn (and with `summary_role='user'` any user turn) in the summary format
+    is read as an earlier summary. Tool output never is: a user prompt in a request that answers tool calls (where
+    pydantic-ai puts `ToolReturn.content`) stays one quoted record, whatever `summary_role` is.
 
     Args:
         handoff_input_data: The handoff input to nest.
@@ -261,6 +337,11 @@ def nest_handoff_history(
         summary_role: Whether the default path writes its summaries as assistant turns (the SDK's choice) or as
             user turns; with `'user'`, earlier user-turn summaries are flattened too (also for a `history_mapper`,
             which decides its own messages).
+        max_record_chars: Cut the text of every summarized record (a tool output, a message, tool-call
+            arguments) longer than this many characters, saying so in the record; `None` (the default, as in
+            the SDK) keeps records whole. A cut record fits the limit, so a later hop never cuts it again.
+            [`delegate`][pydantic_ai_harness.handoffs.delegate] saves the full text of a cut tool output to the
+            store of the delegate's `OverflowingToolOutput` first, and the cut names its handle.
 
     Returns:
         A copy whose `input_history` is the nested history, with `pre_handoff_items=()` and `input_items=()`;
@@ -271,10 +352,11 @@ def nest_handoff_history(
             is neither `'assistant'` nor `'user'`.
     """
     check_summary_role(summary_role)
+    check_max_record_chars(max_record_chars)
     data = handoff_input_data
     wrappers = get_conversation_history_wrappers()
     if history_mapper is None:
-        nested = _nest_default(data, wrappers, summary_role)
+        nested = _nest_default(data, wrappers, summary_role, max_record_chars)
     else:
         if not callable(history_mapper):
             raise UserError(f'Invalid history mapper: {history_mapper}')

@@ -5,7 +5,9 @@ One OpenAI Responses input item corresponds to one pydantic-ai part, so filters 
 
 from __future__ import annotations
 
+import base64
 import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, cast
@@ -52,6 +54,7 @@ __all__ = (
     'TOOL_STATE_PARTS',
     'Category',
     'Part',
+    'answers_tool_calls',
     'items_to_messages',
     'part_category',
     'part_to_item',
@@ -271,6 +274,53 @@ def _url_content(kind: Any, url: str) -> UserContent | None:
     return None
 
 
+_TEXT_KINDS = frozenset({'text', 'input_text', 'output_text'})
+"""Content entries holding plain text: ours (`text`) and the OpenAI Responses ones the SDK writes."""
+
+
+def _data_or_url(url: str, media_kind: str) -> UserContent:
+    """`BinaryContent` for a base64 `data:` URL (as the SDK writes inline images and files), else a URL part."""
+    if url.startswith('data:'):
+        try:
+            return BinaryContent.from_data_uri(url)
+        except ValueError:
+            pass
+    return ImageUrl(url=url) if media_kind == 'image' else DocumentUrl(url=url)
+
+
+def _sdk_content(entry: dict[str, Any]) -> UserContent | None:
+    """An OpenAI Responses input content entry (`input_image`, `input_file`, `input_audio`) as user content."""
+    kind = entry.get('type')
+    if kind == 'input_image':
+        url = entry.get('image_url')
+        if isinstance(url, str) and url:
+            return _data_or_url(url, 'image')
+        file_id = entry.get('file_id')
+        return UploadedFile(file_id=file_id, provider_name='openai') if isinstance(file_id, str) and file_id else None
+    if kind == 'input_file':
+        data = entry.get('file_data')
+        if isinstance(data, str) and data.startswith('data:'):
+            return _data_or_url(data, 'file')
+        url = entry.get('file_url')
+        if isinstance(url, str) and url:
+            return DocumentUrl(url=url)
+        file_id = entry.get('file_id')
+        if isinstance(file_id, str) and file_id:
+            return UploadedFile(file_id=file_id, provider_name='openai')
+        return None
+    if kind == 'input_audio':
+        audio = entry.get('input_audio')
+        if isinstance(audio, dict):
+            audio_dict = cast(dict[str, Any], audio)
+            data, audio_format = audio_dict.get('data'), audio_dict.get('format')
+            if isinstance(data, str) and isinstance(audio_format, str):
+                try:
+                    return BinaryContent(data=base64.b64decode(data, validate=True), media_type=f'audio/{audio_format}')
+                except ValueError:
+                    return None
+    return None
+
+
 def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
     prefix = f'{name}: ' if isinstance(name, str) and name else ''
     if not isinstance(content, list):
@@ -280,10 +330,12 @@ def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
         if isinstance(entry, dict):
             entry_dict = cast(dict[str, Any], entry)
             kind, text, url = entry_dict.get('type'), entry_dict.get('text'), entry_dict.get('url')
-            if kind == 'text' and isinstance(text, str):
+            if kind in _TEXT_KINDS and isinstance(text, str):
                 result.append(text)
                 continue
             url_content = _url_content(kind, url) if isinstance(url, str) else None
+            if url_content is None:
+                url_content = _sdk_content(entry_dict)
             if url_content is not None:
                 result.append(url_content)
                 continue
@@ -291,13 +343,34 @@ def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
     return result
 
 
+def _message_text(content: Any) -> str:
+    """The text of a role message's content: a string, or the text entries of an SDK content list
+    (`output_text`, `input_text`, `refusal`) joined; anything else as JSON.
+    """
+    if content is None:
+        return ''
+    if isinstance(content, list):
+        texts: list[str] = []
+        for entry in cast(list[Any], content):
+            if not isinstance(entry, dict):
+                return _json_text(content)
+            entry_dict = cast(dict[str, Any], entry)
+            kind = entry_dict.get('type')
+            value = entry_dict.get('refusal') if kind == 'refusal' else entry_dict.get('text')
+            if (kind not in _TEXT_KINDS and kind != 'refusal') or not isinstance(value, str):
+                return _json_text(content)
+            texts.append(value)
+        return ''.join(texts)
+    return _json_text(content)
+
+
 def _item_to_part(item: TranscriptItem, tool_names: dict[str, str]) -> Part:
     role, kind, content = item.get('role'), item.get('type'), item.get('content')
     if isinstance(role, str) and kind in (None, 'message'):
         if role == 'assistant':
-            return TextPart(_json_text(content) if content is not None else '')
+            return TextPart(_message_text(content))
         if role in ('system', 'developer'):
-            return SystemPromptPart(_json_text(content) if content is not None else '')
+            return SystemPromptPart(_message_text(content))
         if role == 'user':
             return UserPromptPart(_user_content_back(content, item.get('name')))
         return UserPromptPart(f'{role}: ' + (_json_text(content) if content is not None else ''))
@@ -362,10 +435,35 @@ def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
     return messages
 
 
+def _is_tool_answer(part: Part) -> bool:
+    if isinstance(part, ToolReturnPart):
+        return True
+    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
+
+
+def answers_tool_calls(message: ModelMessage) -> bool:
+    """Whether `message` is a request answering tool calls, so its user prompts may be tool output, not user input.
+
+    pydantic-ai sends a tool's `ToolReturn.content` as a `UserPromptPart` in the request that carries the tool's
+    return, so a user prompt there is attacker text as far as a handoff is concerned.
+    """
+    return isinstance(message, ModelRequest) and any(_is_tool_answer(part) for part in message.parts)
+
+
+def _as_content_list(part: ModelRequestPart) -> ModelRequestPart:
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+        return dataclasses.replace(part, content=[part.content])
+    return part
+
+
 def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
     """A copy of `message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
 
     A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
+    A request that answered tool calls and keeps none of its tool returns has its text user prompts (tool output,
+    `ToolReturn.content`) turned into one-item content lists: the model reads the same text, but only a plain
+    string prompt is ever read as a handoff summary, and the list survives pydantic-ai merging the request into its
+    neighbours (which drops message `metadata`), so tool output never passes for user input.
     The parts must come from `message` (they are not checked again); `message` itself is never mutated.
     """
     state = getattr(message, '__dict__', None)
@@ -378,5 +476,8 @@ def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
         new.parts = cast(list[ModelResponsePart], list(parts))
         new.history_digest = None
     else:
-        new.parts = cast(list[ModelRequestPart], list(parts))
+        request_parts = cast(list[ModelRequestPart], list(parts))
+        if answers_tool_calls(message) and not any(_is_tool_answer(part) for part in request_parts):
+            request_parts = [_as_content_list(part) for part in request_parts]
+        new.parts = request_parts
     return new

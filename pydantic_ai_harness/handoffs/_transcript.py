@@ -172,11 +172,13 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
     return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers)
 
 
-def build_summary_from_records(records: Sequence[str], *, wrappers: tuple[str, str] | None = None) -> str:
-    """`build_summary_text` from already rendered records."""
+def build_summary_from_records(
+    records: Sequence[str], *, wrappers: tuple[str, str] | None = None, first_number: int = 1
+) -> str:
+    """`build_summary_text` from already rendered records, numbered from `first_number`."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
-    lines.extend(f'{number}. {record}' for number, record in enumerate(records, 1))
+    lines.extend(f'{number}. {record}' for number, record in enumerate(records, first_number))
     if not records:
         lines.append(EMPTY_TRANSCRIPT_TEXT)
     lines.append(end)
@@ -202,18 +204,20 @@ def _is_numbered(line: str) -> bool:
 
 
 def _split_records(body: str) -> list[str]:
-    records: list[str] = []
+    # Each record collects its lines in a list joined once at the end: appending to a growing string would copy
+    # the record again for every continuation line, quadratic in the record's length.
+    records: list[list[str]] = []
     current_numbered = False
     for line in body.split('\n'):
         if not line.strip():
             continue
         numbered = _is_numbered(line)
         if records and not numbered and current_numbered:
-            records[-1] = f'{records[-1]}\n{line.rstrip()}'
+            records[-1].append(line.rstrip())
             continue
-        records.append(line.strip())
+        records.append([line.strip()])
         current_numbered = numbered
-    return records
+    return ['\n'.join(lines) for lines in records]
 
 
 def _split_role_and_name(role_text: str) -> tuple[str, str | None]:
@@ -238,7 +242,7 @@ def _json_object(text: str) -> TranscriptItem | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # `RecursionError`: arrays or objects nested deeper than the decoder goes
         return None
     if not isinstance(value, dict):
         return None

@@ -132,8 +132,8 @@ async def test_tool_delegation_with_nesting() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
-2. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
+4. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
+5. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
 </CONVERSATION HISTORY>\
 """,
             '3 request: user-prompt: Customer needs: refund',
@@ -243,8 +243,8 @@ async def test_three_hops_with_nesting() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. {"type": "function_call", "call_id": "call_r", "name": "transfer_to_refunds", "arguments": "{}"}
-2. {"type": "function_call_output", "call_id": "call_r", "output": "{\\"assistant\\": \\"refunds\\"}"}
+8. {"type": "function_call", "call_id": "call_r", "name": "transfer_to_refunds", "arguments": "{}"}
+9. {"type": "function_call_output", "call_id": "call_r", "output": "{\\"assistant\\": \\"refunds\\"}"}
 </CONVERSATION HISTORY>\
 """,
             '3 request: user-prompt: Process the refund',

@@ -144,7 +144,7 @@ def test_removes_every_tool_part_kind_and_keeps_conversation() -> None:
             '2 request: retry-prompt',
             '2 request: retry-feedback',
             '2 request: system-prompt: be nice',
-            '2 request: user-prompt: thanks',
+            "2 request: user-prompt: ['thanks']",
         ]
     )
     kept_response = kept[1]

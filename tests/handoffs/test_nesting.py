@@ -95,8 +95,8 @@ def test_worked_example() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
-2. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
+5. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
+6. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
 </CONVERSATION HISTORY>\
 """,
         ]
@@ -205,7 +205,7 @@ def test_hosted_and_other_pre_items() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. assistant: pre msg
+2. assistant: pre msg
 </CONVERSATION HISTORY>\
 """,
             '3 response: NativeToolCallPart: web_search({"query":"q"}) [ws_new]',
@@ -260,8 +260,8 @@ def test_native_call_is_forwarded_with_its_return_and_files() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. assistant: Here it is.
-2. {"type": "file", "media_type": "image/png", "id": null}
+2. assistant: Here it is.
+3. {"type": "file", "media_type": "image/png", "id": null}
 </CONVERSATION HISTORY>\
 """,
         ]
@@ -357,15 +357,15 @@ def test_three_hops_hold_exactly_one_summary_block_and_every_record_once() -> No
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. assistant: answer 3
+13. assistant: answer 3
 </CONVERSATION HISTORY>\
 """,
             '3 response: text: Transferring you to d.',
             """\
 4 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. {"type": "function_call", "call_id": "call_3", "name": "transfer_to_d", "arguments": "{}"}
-2. {"type": "function_call_output", "call_id": "call_3", "output": "{\\"assistant\\": \\"d\\"}"}
+14. {"type": "function_call", "call_id": "call_3", "name": "transfer_to_d", "arguments": "{}"}
+15. {"type": "function_call_output", "call_id": "call_3", "output": "{\\"assistant\\": \\"d\\"}"}
 </CONVERSATION HISTORY>\
 """,
         ]

@@ -156,8 +156,8 @@ async def test_delegate_with_a_user_summary_config() -> None:
             """\
 2 request: user-prompt: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-1. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
-2. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
+4. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
+5. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
 </CONVERSATION HISTORY>\
 """,
             '2 request: user-prompt: Customer needs: refund',

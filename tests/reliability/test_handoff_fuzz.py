@@ -293,3 +293,31 @@ def test_existing_strategies_handed_through_the_capability_twice(messages: list[
     for seen in recorder.seen:
         check_message_history(seen)
     assert _function_tool_parts(recorder.seen[1][:-1]) == []
+
+
+def _records(history: list[ModelMessage]) -> list[str]:
+    lines = [line for text in summary_texts(history) for line in text.split('\n')[2:-1]]
+    return [line for line in lines if line != '(no previous turns recorded)']
+
+
+@FUZZ
+@given(mixed_history(), st.integers(min_value=500, max_value=5_000))
+def test_capped_nesting_cuts_once_and_stays_put_across_hops(messages: list[ModelMessage], cap: int) -> None:
+    """With `max_record_chars`, every summarized text fits the cap, a second and third hop cut nothing more, and
+    the records stay numbered 1..n across segments."""
+    if messages and _has_calls(messages[-1]):
+        messages = messages[:-1]
+    once = nest_handoff_history(HandoffInputData(tuple(messages), (), ()), max_record_chars=cap).to_message_history()
+    check_message_history(once)
+    cuts = sum(record.count('[... record cut: the first ') for record in _records(once))
+    current = once
+    for _ in range(2):
+        current = nest_handoff_history(
+            HandoffInputData(tuple(current), (), ()), max_record_chars=cap
+        ).to_message_history()
+        check_message_history(current)
+    records = _records(current)
+    assert sum(record.count('[... record cut: the first ') for record in records) == cuts
+    numbers = [int(record.partition('.')[0]) for record in records]
+    assert numbers == list(range(1, len(numbers) + 1))
+    _run_agent_on(current)

@@ -1,0 +1,34 @@
+"""Cutting a record that is too long for a summary, saying so, so that it is never cut twice."""
+
+from __future__ import annotations
+
+from pydantic_ai.messages import ToolReturnPart
+
+__all__ = ('cut_text', 'with_content')
+
+
+def with_content(part: ToolReturnPart, content: str) -> ToolReturnPart:
+    """A copy of `part` (of its own class, every other field kept) with `content` in place of its own."""
+    new = object.__new__(type(part))
+    new.__dict__.update(part.__dict__)
+    new.content = content
+    return new
+
+
+def _cut_note(shown: int, total: int, handle: str | None) -> str:
+    where = (
+        f'the full record is saved under handle "{handle}": read_tool_result(handle="{handle}", offset=0) pages it, '
+        'grep_tool_result(handle, pattern) searches it'
+        if handle is not None
+        else 'the rest was not kept (no store to save it in)'
+    )
+    return f' [... record cut: the first {shown:,} of {total:,} characters are shown; {where}.]'
+
+
+def cut_text(text: str, limit: int, handle: str | None) -> str:
+    """`text` cut so that, with the note saying so, it is at most `limit` characters long (never cut again)."""
+    if len(text) <= limit:
+        return text
+    note = _cut_note(0, len(text), handle)
+    shown = max(limit - len(note) - 8, 0)  # room for the digits of `shown` in the final note
+    return text[:shown] + _cut_note(shown, len(text), handle)

@@ -1,0 +1,113 @@
+"""`Handoffs`: run-wide handoff settings, and the specialist's answer recorded in the delegating run's history."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT
+
+from ._delegation import Delegation, HandoffConfig, RunHandoffs, active_run_handoffs
+
+__all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
+
+ANSWERED_BY_METADATA_KEY = 'pydantic_ai_harness_answered_by'
+"""`metadata` key of the response `Handoffs` appends to a run that handed off: the name of the agent that answered."""
+
+
+@dataclass
+class Handoffs(AbstractCapability[AgentDepsT]):
+    """Run-wide handoff settings, the analogue of the OpenAI Agents SDK's `RunConfig` handoff fields.
+
+    Every [`delegate`][pydantic_ai_harness.handoffs.delegate] call made during the run, and during the runs of the
+    delegates it starts, uses `config` unless it passes a `config` of its own; per-call arguments still win over
+    both. Add it to the agent (`Agent(..., capabilities=[Handoffs(...)])`) or to one run (`capabilities=` on
+    `run`).
+
+    When the run ends with a handoff made in an output function (the delegate's output is the run's output), the
+    run's history gets a final response holding the delegate's answer, marked with the delegate's name (see
+    [`answered_by`][pydantic_ai_harness.handoffs.answered_by]), so the conversation passed on to the next turn
+    records who said what. pydantic-ai itself answers that call with `Final result processed.` only.
+    """
+
+    config: HandoffConfig = field(default_factory=HandoffConfig)
+    """The settings every delegation of the run uses unless it passes its own."""
+
+    _: dataclasses.KW_ONLY
+
+    id: str | None = 'pydantic_ai_harness_handoffs'
+    """The capability's id: one per agent; pass another to keep two."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, HandoffConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(self.config).__name__}')
+
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """Make `config` the run-wide handoff settings for the length of the run."""
+        variable = active_run_handoffs()
+        token = variable.set(RunHandoffs(config=self.config, run_id=ctx.run_id))
+        try:
+            return await handler()
+        finally:
+            variable.reset(token)
+
+    async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        """Record the delegate's answer when the run ended with an output-function handoff."""
+        state = active_run_handoffs().get()
+        if state is None:  # pragma: no cover (set by `wrap_run` around this hook)
+            return result
+        # `all_messages()` is the result's own history list (not `ctx.messages`, a copy by now): appended to in place.
+        messages = result.all_messages()
+        delegation = _final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
+        if delegation is not None:
+            messages.append(_answer_message(delegation, ctx.run_id))
+        return result
+
+
+def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:
+    """The delegation whose call the last request answers, when the run ended on it (an output-function handoff)."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelRequest) or not delegations:
+        return None
+    answered = {part.tool_call_id for part in last.parts if isinstance(part, ToolReturnPart)}
+    for delegation in reversed(delegations):
+        if delegation.tool_call_id in answered:
+            return delegation
+    return None
+
+
+def _answer_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    try:
+        return json.dumps(output, ensure_ascii=False, default=lambda value: getattr(value, '__dict__', str(value)))
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def _answer_message(delegation: Delegation[Any], run_id: str | None) -> ModelResponse:
+    return ModelResponse(
+        parts=[TextPart(_answer_text(delegation.output))],
+        run_id=run_id,
+        metadata={ANSWERED_BY_METADATA_KEY: delegation.agent_name or 'delegate'},
+    )
+
+
+def answered_by(messages: Sequence[ModelMessage]) -> str | None:
+    """The name of the delegate whose answer ends `messages`, or `None` when the last answer is the run's own agent's.
+
+    Use it to route the next user turn: a run that handed off to `billing` in an output function under the
+    [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability ends with `billing`'s answer.
+    """
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            name = (message.metadata or {}).get(ANSWERED_BY_METADATA_KEY)
+            return name if isinstance(name, str) else None
+    return None

@@ -1,0 +1,208 @@
+"""Spilled tool outputs across a delegation, and records too long for a summary.
+
+The delegate inherits the delegating agent's `OverflowingToolOutput` (its store and its query tools) unless it has its
+own, so every handle its history mentions can be paged. When it cannot be (the delegate reduces into another store,
+or nobody can), the tool return says so plainly instead of pointing at tools that are not there.
+
+A record longer than the summary's cap is cut; when a store is available the full record is written to it first and
+the cut says under which handle, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
+from typing import Any, cast
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
+
+from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
+from ._cut import cut_text, with_content
+from ._parts import Part, answers_tool_calls, rewrap
+from ._transcript import (
+    build_summary_from_records,
+    get_conversation_history_wrappers,
+    is_summary_candidate,
+    parse_summary_text,
+    render_item,
+)
+
+__all__ = (
+    'agent_overflow',
+    'inherited_overflow',
+    'mark_unreadable_spills',
+    'readable_here',
+    'spill_handles',
+    'spill_long_tool_returns',
+)
+
+_inherited: ContextVar[OverflowingToolOutput | None] = ContextVar(
+    'pydantic_ai_harness_inherited_overflow', default=None
+)
+
+
+def inherited_overflow() -> ContextVar[OverflowingToolOutput | None]:
+    """The `OverflowingToolOutput` a delegation in progress runs its delegate with, for the delegations it makes."""
+    return _inherited
+
+
+def _find(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
+    found: list[OverflowingToolOutput] = []
+
+    def visit(capability: AbstractCapability[Any]) -> None:
+        if isinstance(capability, OverflowingToolOutput) and not found:
+            found.append(capability)
+
+    for capability in capabilities:
+        if isinstance(capability, AbstractCapability):
+            cast(AbstractCapability[Any], capability).apply(visit)
+    return found[0] if found else None
+
+
+def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingToolOutput | None:
+    """The `OverflowingToolOutput` of an agent (or given to its run with `capabilities=`), if any."""
+    candidates: list[Any] = []
+    root = getattr(agent, 'root_capability', None)
+    if root is not None:
+        candidates.append(root)
+    if isinstance(run_capabilities, Sequence) and not isinstance(run_capabilities, str):
+        candidates.extend(cast(Sequence[Any], run_capabilities))
+    return _find(candidates)
+
+
+def spill_handles(part: ToolReturnPart) -> list[str]:
+    """The handles `OverflowingToolOutput` recorded in a tool return's metadata (return value and content)."""
+    metadata = part.metadata
+    if not isinstance(metadata, dict):
+        return []
+    items = cast(dict[Any, Any], metadata).items()
+    return [
+        v
+        for k, v in items
+        if isinstance(k, str) and k.startswith('overflow') and k.endswith('_handle') and isinstance(v, str)
+    ]
+
+
+def readable_here(effective: OverflowingToolOutput | None, source: OverflowingToolOutput | None) -> bool:
+    """Whether a delegate reducing with `effective` can page the spills `source` made (the same store)."""
+    if effective is None:
+        return False
+    if source is None or effective is source:
+        return True
+    return effective.store is not None and effective.store is source.store
+
+
+def _unreadable_note(handles: Sequence[str]) -> str:
+    quoted = ', '.join(f'"{handle}"' for handle in handles)
+    return (
+        f'\n[Note: the full output saved under {quoted} cannot be read by this agent: it has no read_tool_result or '
+        'grep_tool_result over the store it is in. Work from the preview above, or ask the agent that handed over.]'
+    )
+
+
+_HANDLE_MENTION = re.compile(r'under handle "([^"]+)"')
+"""How a spill preview, a summary marker and a cut record name their handle."""
+
+_NOTE_START = '\n[Note: the full output saved under '
+
+
+def _mark_summary(text: str, wrappers: tuple[str, str]) -> str | None:
+    """A summary's text with every record that names a handle saying it cannot be read here; `None` if unchanged."""
+    if not is_summary_candidate(text):
+        return None
+    items = parse_summary_text(text, wrappers=wrappers)
+    if items is None:
+        return None
+    changed = False
+    for item in items:
+        output = item.get('output')
+        if isinstance(output, str) and _NOTE_START not in output and (handles := _HANDLE_MENTION.findall(output)):
+            item['output'] = output + _unreadable_note(list(dict.fromkeys(handles)))
+            changed = True
+    return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers) if changed else None
+
+
+def _summary_part(message: ModelMessage, part: Part) -> bool:
+    """Whether `part` may be a summary: assistant text, or a user prompt that is not tool output."""
+    if isinstance(part, TextPart):
+        return True
+    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and not answers_tool_calls(message)
+
+
+def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
+    """`messages` with every spilled tool return, and every summarized one an earlier hop left in a summary, saying
+    plainly that its handle cannot be read by the delegate.
+    """
+    wrappers = get_conversation_history_wrappers()
+    result: list[ModelMessage] = []
+    for message in messages:
+        marked: list[Part] = []
+        changed = False
+        for part in message.parts:
+            content = getattr(part, 'content', None)
+            if isinstance(content, str) and _summary_part(message, part):
+                text = _mark_summary(content, wrappers)
+                if text is not None:
+                    marked.append(dataclasses.replace(cast(Any, part), content=text))
+                    changed = True
+                    continue
+            marked.append(part)
+        if changed:
+            message = rewrap(message, marked)
+        if not isinstance(message, ModelRequest) or not any(
+            isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts
+        ):
+            result.append(message)
+            continue
+        parts: list[Part] = []
+        for part in message.parts:
+            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
+            if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
+                parts.append(with_content(part, text + _unreadable_note(handles)))
+            else:
+                parts.append(part)
+        result.append(rewrap(message, parts))
+    return tuple(result)
+
+
+def _safe_segment(text: str) -> str:
+    """A key segment from model-written text (a tool call id): short, plain characters, and distinct per value."""
+    plain = ''.join(c for c in text if c.isascii() and (c.isalnum() or c in '-_'))[:40]
+    return f'{plain}-{hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]}'
+
+
+async def spill_long_tool_returns(
+    messages: Sequence[ModelMessage], limit: int, store: OverflowStore, key_prefix: str
+) -> tuple[ModelMessage, ...]:
+    """`messages` with every tool return longer than `limit` cut, its full text first written to `store`.
+
+    The cut names the handle, so the delegate (which reduces into the same store) pages the full record back. A
+    failed write leaves the return as it is; nesting then cuts it saying the rest was not kept.
+    """
+    result: list[ModelMessage] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            result.append(message)
+            continue
+        parts: list[Part] = []
+        changed = False
+        for part in message.parts:
+            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else None
+            if text is None or len(text) <= limit or not isinstance(part, ToolReturnPart):
+                parts.append(part)
+                continue
+            data = text.encode('utf-8', 'surrogatepass')
+            key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{hashlib.sha256(data).hexdigest()[:16]}'
+            try:
+                handle = await store.write(key, data)
+            except Exception:  # noqa: BLE001 - a failed write only means the cut says the rest was not kept
+                parts.append(part)
+                continue
+            parts.append(with_content(part, cut_text(text, limit, handle)))
+            changed = True
+        result.append(rewrap(message, parts) if changed else message)
+    return tuple(result)
