@@ -17,7 +17,7 @@ __all__ = ('MAX_QUERY_MATCHES', 'build_query_tool_result')
 MAX_QUERY_MATCHES = 100
 """Most matches one answer lists (the total is always reported)."""
 
-_QUERY_DOC = """Query a stored JSON result by JSONPath, e.g. $.data[?@.status=='stuck'].id: the count, and matches with line numbers."""
+QUERY_DOC = """Query stored JSON by JSONPath (e.g. $.data[?@.status=='stuck'].id): the count and matches, with line numbers."""
 
 Opener = Callable[[str], Awaitable['Payload | str']]
 
@@ -52,7 +52,7 @@ def build_query_tool_result(
             raise ModelRetry(str(exc)) from None
         return _render(payload.handle, path.strip(), result, note)
 
-    query_tool_result.__doc__ = _QUERY_DOC
+    query_tool_result.__doc__ = QUERY_DOC
     return query_tool_result
 
 

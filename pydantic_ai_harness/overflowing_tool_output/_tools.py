@@ -16,7 +16,7 @@ from typing import Any, Literal
 import anyio
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from ._json_query_tool import build_query_tool_result
+from ._json_query_tool import QUERY_DOC, build_query_tool_result
 from ._query import (
     GrepResult,
     Hit,
@@ -245,7 +245,7 @@ def build_query_toolset(
 
 
 def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps: QueryLimits) -> FunctionToolset[Any]:
-    """The same tools, reading each handle from the store `route` picks for it in the calling run."""
+    """The same tools (names, arguments, descriptions), reading each handle from the store `route` picks in the run."""
 
     async def read_tool_result(
         ctx: RunContext[Any],
@@ -253,7 +253,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         offset: int = 0,
         limit: int = _DEFAULT_LIMIT,
         from_end: bool = False,
-        pattern: str | None = None,
+        pattern: str = '',
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
         store = route(ctx, _clean_handle(handle))
@@ -267,14 +267,21 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         context_lines: int = 2,
         max_matches: int = 20,
         is_regex: bool = False,
+        offset: int = 0,
     ) -> str:
         store = route(ctx, _clean_handle(handle))
-        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex)
+        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex, offset)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
+
+    async def query_tool_result(ctx: RunContext[Any], handle: str, path: str, max_matches: int = 20) -> str:
+        store = route(ctx, _clean_handle(handle))
+        return await build_query_tool_result(partial(_open, store), caps.store_timeout)(handle, path, max_matches)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
-    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+    query_tool_result.__doc__ = QUERY_DOC
+    tools = [read_tool_result, grep_tool_result, query_tool_result]
+    return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5)
 
 
 async def _read_tool_result(

@@ -30,7 +30,7 @@ def big_report() -> str:
 class Reader:
     """A delegate model that pages the first handle it finds in its summary, then answers with what it read."""
 
-    def __init__(self, offset: int = 200) -> None:
+    def __init__(self, offset: int = 201) -> None:
         self.offset = offset
         self.read_back: list[str] = []
         self.tools: list[list[str]] = []
@@ -124,7 +124,7 @@ def five_mb_log() -> str:
 
 async def test_a_5_mb_record_is_capped_in_the_summary_and_still_readable(tmp_path: Path) -> None:
     store = LocalFileStore(tmp_path / 'store')
-    reader = Reader(offset=FIVE_MB_LINES - 1)
+    reader = Reader(offset=FIVE_MB_LINES)
     own = OverflowingToolOutput(bands=[Band(over=10_000_000, action=Spill())], store=store)
     specialist = Agent(FunctionModel(reader), name='specialist', capabilities=[own])
     triage = delegating_agent('triage', specialist, first_tool='five_mb_log')  # no reduction in the parent
@@ -209,7 +209,7 @@ async def test_an_overflow_given_only_to_the_parents_run_is_not_seen_by_delegate
 async def test_a_hostile_tool_call_id_still_gives_a_readable_cut_record(tmp_path: Path) -> None:
     """The model writes the tool call id; the key the full record is saved under never uses it raw."""
     store = LocalFileStore(tmp_path / 'store')
-    reader = Reader(offset=FIVE_MB_LINES - 1)
+    reader = Reader(offset=FIVE_MB_LINES)
     own = OverflowingToolOutput(bands=[Band(over=10_000_000, action=Spill())], store=store)
     specialist = Agent(FunctionModel(reader), name='specialist', capabilities=[own])
 
