@@ -65,7 +65,14 @@ def test_project_urls(metadata: email.message.Message) -> None:
 
 
 def test_extras_are_named_for_what_they_cover_and_pin_no_test_servers(metadata: email.message.Message) -> None:
-    assert set(metadata.get_all('Provides-Extra', [])) == {'tiktoken', 'redis', 'object-store', 's3', 'durable', 'secrets'}
+    assert set(metadata.get_all('Provides-Extra', [])) == {
+        'tiktoken',
+        'redis',
+        'object-store',
+        's3',
+        'durable',
+        'secrets',
+    }
     requirements = metadata.get_all('Requires-Dist', [])
     assert "obstore>=0.6; extra == 'object-store'" in requirements
     assert "obstore>=0.6; extra == 's3'" in requirements  # the old name, an alias

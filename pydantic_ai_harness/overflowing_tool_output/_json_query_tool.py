@@ -17,7 +17,9 @@ __all__ = ('MAX_QUERY_MATCHES', 'build_query_tool_result')
 MAX_QUERY_MATCHES = 100
 """Most matches one answer lists (the total is always reported)."""
 
-QUERY_DOC = """Query stored JSON by JSONPath (e.g. $.data[?@.status=='stuck'].id): the count and matches, with line numbers."""
+QUERY_DOC = (
+    """Query stored JSON by JSONPath (e.g. $.data[?@.status=='stuck'].id): the count and matches, with line numbers."""
+)
 
 Opener = Callable[[str], Awaitable['Payload | str']]
 
