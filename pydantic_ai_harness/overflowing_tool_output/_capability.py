@@ -274,10 +274,32 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     # --- hooks ---------------------------------------------------------------------------------------
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
-        """The `read_tool_result` and `grep_tool_result` tools the model pages back into spills with."""
+        """The query tools the model pages back into spills with; none when no setting can ever store an output.
+
+        Tool definitions are sent with every request, so a configuration that only truncates (or summarizes
+        without keeping the original) pays nothing for them. When one can store, they are offered from the first
+        request on, so the tool list never changes within a run.
+        """
+        if not self._can_store():
+            return None
         if self.workspace is None:
             return build_query_toolset(self._resolved_store)
         return _query_toolset(self._resolved_store, self.workspace)
+
+    def _can_store(self) -> bool:
+        """Whether any band, per-tool band, fallback or the step budget can put an output in a store."""
+        actions: list[Action | None] = [band.action for band in self._bands_desc]
+        actions += [band.action for bands in self._per_tool_desc.values() for band in bands]
+        if self.step_budget is not None:
+            if self.step_budget.action is None:
+                return True  # it uses each tool's smallest band, which may be any of them: keep the tools
+            actions.append(self.step_budget.action)
+        for action in actions:
+            while action is not None:
+                if isinstance(action, Spill) or (isinstance(action, Summarize) and action.keep_original):
+                    return True
+                action = None if isinstance(action, Passthrough) else action.then
+        return False
 
     async def prepare_tools(self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         """At a run's first step, warn about settings the run shows to be wrong; the tools are left as they are.

@@ -23,6 +23,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
+from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
+    OverflowingToolOutput,
+    Passthrough,
+    Spill,
+    Summarize,
+    Truncate,
+)
 from pydantic_ai_harness.overflowing_tool_output._tools import (
     QUERY_TOOL_NAMES,
     QUERY_TOOLSET_ID,
@@ -352,3 +360,32 @@ Search a stored tool output: matching lines with context, and their total. Liter
     )
     assert cost <= 350, cost
     assert grep.parameters_json_schema['required'] == ['handle', 'pattern']
+
+
+@pytest.mark.parametrize(
+    ('capability', 'offered'),
+    [
+        (OverflowingToolOutput(), True),
+        (OverflowingToolOutput(bands=[Band(over=1_000, action=Truncate())]), False),
+        (OverflowingToolOutput(bands=[]), False),
+        (OverflowingToolOutput(bands=[Band(over=1_000, action=Summarize(keep_original=False))]), False),
+        (OverflowingToolOutput(bands=[Band(over=1_000, action=Summarize(then=Spill()))]), True),
+        (OverflowingToolOutput(bands=[], per_tool={'logs': [Band(over=1_000, action=Spill())]}), True),
+        (OverflowingToolOutput(bands=[Band(over=1_000, action=Passthrough())]), False),
+    ],
+)
+async def test_query_tools_are_offered_only_when_something_can_be_stored(
+    capability: OverflowingToolOutput[None], offered: bool
+) -> None:
+    """Tool definitions are paid for on every request: a configuration that never stores pays nothing."""
+    seen: list[set[str]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append({tool.name for tool in info.function_tools} - {'logs'})
+        return ModelResponse(parts=[TextPart('ok')])
+
+    def logs() -> str:
+        return 'ok'
+
+    await Agent(FunctionModel(model), tools=[logs], capabilities=[capability]).run('go')
+    assert (seen == [set(QUERY_TOOL_NAMES)]) if offered else (seen == [set()])
