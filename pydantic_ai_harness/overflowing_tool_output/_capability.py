@@ -309,7 +309,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         A `LocalFileStore` root that writes would fail on is reported here too, before the first spill.
         """
         if ctx.run_step <= 1:
-            for message in unknown_tool_names(self.per_tool, self.tool_filter, (tool.name for tool in tool_defs)):
+            for message in unknown_tool_names(
+                self.per_tool, self.tool_filter, (tool.name for tool in tool_defs if tool.name not in QUERY_TOOL_NAMES)
+            ):
                 _warn(message)
             await self._check_store_root(ctx)
         return tool_defs

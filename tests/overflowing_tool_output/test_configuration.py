@@ -264,7 +264,7 @@ async def test_a_tool_filter_name_no_tool_has_is_warned_about() -> None:
     found = _overflow_warnings(caught)
     assert len(found) == 2
     assert "tool_filter names 'serch'" in found[0] and "did you mean 'search'?" in found[0]
-    assert "tool_filter names 'zzz'" in found[1] and "its tools are 'grep_tool_result', 'read_file'" in found[1]
+    assert "tool_filter names 'zzz'" in found[1] and "its tools are 'read_file', 'search'" in found[1]
 
 
 async def test_names_that_all_exist_give_no_warning() -> None:
@@ -365,7 +365,7 @@ def test_passthrough_then_from_a_spec() -> None:
 
 def test_upstream_tool_name_constants_are_exported() -> None:
     assert (READ_TOOL_NAME, GREP_TOOL_NAME) == ('read_tool_result', 'grep_tool_result')
-    assert {READ_TOOL_NAME, GREP_TOOL_NAME} == QUERY_TOOL_NAMES == set(build_query_toolset(MemoryStore()).tools)
+    assert {READ_TOOL_NAME, GREP_TOOL_NAME} <= QUERY_TOOL_NAMES == set(build_query_toolset(MemoryStore()).tools)
 
 
 MIXED = ToolReturn(

@@ -284,7 +284,7 @@ async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
         if len(answers) == 1:
             line = int(re.search(r'line (\d+):', text).group(1))  # pyright: ignore[reportOptionalMemberAccess]
             return ModelResponse(
-                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': line - 1, 'limit': 1})]
+                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': line, 'limit': 1})]
             )
         return ModelResponse(parts=[TextPart('done')])
 
