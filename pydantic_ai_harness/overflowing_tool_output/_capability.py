@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import copy
 import string
+import threading
 import warnings
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
@@ -33,13 +35,31 @@ from ._events import (
     record_on_span,
 )
 from ._markers import unrenderable_note
-from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
-from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
+from ._preview import (
+    ImportantLine,
+    ImportantLinesScan,
+    SpillSummary,
+    binary_preview,
+    count_lines,
+    shape_sketch,
+    text_preview,
+)
+from ._render import (
+    Rendered,
+    estimate_tokens,
+    has_ansi_codes,
+    measure,
+    render_content,
+    render_value,
+    stored_form,
+    stored_text,
+)
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._summarize import OverflowConfigurationError, SummaryRequest, summarize_text
 from ._tools import QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_text
 from .stores import LocalFileStore, OverflowStore
+from .stores._protocol import StreamedPayload, StreamWritableStore
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
 
@@ -529,8 +549,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
         large = len(rendered.text) > _OFF_LOOP_BYTES
+        store = self._resolved_store
+        if large and not ctx.in_durable_context and isinstance(store, StreamWritableStore):
+            return await self._spill_streamed(store, action, ctx, call, rendered, key, tokens)
         pageable, data, lines = await _off_loop(ctx, partial(_stored_with_lines, rendered), large=large)
-        handle, reason = await self._write(ctx, key, data, action.timeout)
+        scan = ImportantLinesScan()
+        handle: str | None = None
+        reason = ''
+        if large and not ctx.in_durable_context:
+            # The scan releases the GIL (RE2, Hyperscan): it runs in a worker thread beside the store write.
+            async with anyio.create_task_group() as group:
+                group.start_soon(_in_worker, partial(scan.feed, data))
+                handle, reason = await self._write(ctx, key, data, action.timeout)
+        else:
+            handle, reason = await self._write(ctx, key, data, action.timeout)
+            await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
         if handle is None:
             return None, reason
         summary = SpillSummary(
@@ -541,11 +574,84 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             lines=lines,
             nbytes=len(data),
         )
+        return await self._preview(ctx, action, rendered, summary, pageable, scan.result()), ''
+
+    async def _spill_streamed(
+        self,
+        store: StreamWritableStore,
+        action: Spill,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        rendered: Rendered,
+        key: str,
+        tokens: int,
+    ) -> tuple[_Reduced | None, str]:
+        """Spill a large text in one pass: encode, write and index it piece by piece, the preview scan beside it."""
+        pageable = rendered.text
+        if rendered.kind == 'structured':
+            pageable = await anyio.to_thread.run_sync(partial(stored_text, rendered))
+        scan = ImportantLinesScan(count_lines=False)
+        relay = _Relay()
+        written: StreamedPayload | None = None
+        reason = ''
+        async with anyio.create_task_group() as group:
+            group.start_soon(_in_worker, partial(relay.drain_into, scan))
+            try:
+                written, reason = await self._store_write_stream(store, key, relay.tee(pageable), action.timeout)
+            finally:
+                relay.close()
+        if written is None:
+            return None, reason
+        index = written.index
+        chosen = scan.chosen()
+        try:
+            numbers = scan.numbers_from_index(chosen, index)
+        except ValueError:  # a custom store's index with unusual chunks: count the lines the slow way
+            data = pageable.encode('utf-8', 'surrogatepass')
+            numbers = [data.count(b'\n', 0, line.line_start) + 1 for line in chosen]
+        summary = SpillSummary(
+            tool_name=call.tool_name,
+            handle=written.handle,
+            chars=len(rendered.text),
+            tokens=tokens,
+            lines=index.line_count,
+            nbytes=index.size,
+        )
+        important = scan.result(numbers)
+        return await self._preview(ctx, action, rendered, summary, pageable, important), ''
+
+    async def _preview(
+        self,
+        ctx: RunContext[AgentDepsT],
+        action: Spill,
+        rendered: Rendered,
+        summary: SpillSummary,
+        pageable: str,
+        important: tuple[list[ImportantLine], bool],
+    ) -> _Reduced:
         shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
-        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, data=data)
-        # A preview scans the whole payload (linear, a few ms per MB): keep other runs' tasks moving meanwhile.
-        preview = await _off_loop(ctx, build, large=len(data) > _OFF_LOOP_BYTES)
-        return _Reduced(preview, 'spill', handle, len(data)), ''
+        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, important=important)
+        # The head and tail walk only as far as the budget, but a shape sketch or long lines cost more: off the loop.
+        preview = await _off_loop(ctx, build, large=summary.nbytes > _OFF_LOOP_BYTES)
+        return _Reduced(preview, 'spill', summary.handle, summary.nbytes)
+
+    async def _store_write_stream(
+        self, store: StreamWritableStore, key: str, pieces: Iterable[bytes], timeout: float
+    ) -> tuple[StreamedPayload | None, str]:
+        """`write_stream`, bounded by `timeout`. Returns `(written, '')` or `(None, reason)`."""
+        deadline: anyio.CancelScope | None = None
+        try:
+            with anyio.fail_after(timeout) as deadline:
+                written = await store.write_stream(key, pieces)
+        except TimeoutError as exc:
+            if deadline is None or not deadline.cancel_called:
+                return None, f'the store failed: {exc!r}'
+            return None, f'the store did not finish writing within {timeout:g} s'
+        except Exception as exc:  # noqa: BLE001 - any store failure means: fall back
+            return None, f'the store failed: {exc!r}'
+        if not isinstance(written, StreamedPayload) or not isinstance(written.handle, str) or not written.handle:  # pyright: ignore[reportUnnecessaryIsInstance]
+            return None, f'the store returned {written!r} instead of a StreamedPayload with a handle'
+        return written, ''
 
     async def _summarize(
         self, action: Summarize, ctx: RunContext[AgentDepsT], call: ToolCallPart, rendered: Rendered, unit: UnitName
@@ -592,6 +698,84 @@ stripping costs a few microseconds per sequence."""
 def _stored_with_lines(rendered: Rendered) -> tuple[str, bytes, int]:
     pageable, data = stored_form(rendered)
     return pageable, data, count_lines(pageable)
+
+
+_PIECE_CHARS = 4 << 20
+"""A streamed spill encodes and writes the text in pieces of about this many characters, each ending at a line end."""
+
+_PIECES_AHEAD = 4
+"""At most this many pieces wait for the preview scan: the write never runs more than ~16 MB ahead of it."""
+
+
+class _Relay:
+    """Hands the pieces a store writes to the preview scan in another thread; bounded, so memory stays bounded."""
+
+    def __init__(self) -> None:
+        self._pieces: deque[tuple[bytes, int]] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._abandoned = False
+
+    def tee(self, text: str) -> Iterator[bytes]:
+        """The UTF-8 pieces of `text` (lone surrogates kept), each passed on to the scan as the store takes it."""
+        base = 0
+        try:
+            for piece in _encoded_pieces(text):
+                self._put(piece, base)
+                base += len(piece)
+                yield piece
+        finally:
+            self.close()
+
+    def _put(self, piece: bytes, base: int) -> None:
+        with self._ready:
+            while len(self._pieces) >= _PIECES_AHEAD and not self._abandoned:
+                self._ready.wait()
+            if not self._abandoned:
+                self._pieces.append((piece, base))
+                self._ready.notify_all()
+
+    def close(self) -> None:
+        """No more pieces (the write finished or failed); never blocks."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+    def drain_into(self, scan: ImportantLinesScan) -> None:
+        """Feed every piece to `scan` until the relay is closed and empty (runs in a worker thread)."""
+        try:
+            while True:
+                with self._ready:
+                    while not self._pieces and not self._closed:
+                        self._ready.wait()
+                    if not self._pieces:
+                        return
+                    piece, base = self._pieces.popleft()
+                    self._ready.notify_all()
+                scan.feed(piece, base)
+        finally:
+            with self._ready:
+                self._abandoned = True  # a scan that failed must not hold up the write
+                self._pieces.clear()
+                self._ready.notify_all()
+
+
+def _encoded_pieces(text: str) -> Iterator[bytes]:
+    position = 0
+    size = len(text)
+    while position < size:
+        cut = position + _PIECE_CHARS
+        if cut >= size:
+            end = size
+        else:
+            newline = text.find('\n', cut - 1)
+            end = size if newline == -1 else newline + 1
+        yield text[position:end].encode('utf-8', 'surrogatepass')
+        position = end
+
+
+async def _in_worker(work: Callable[[], object]) -> None:
+    await anyio.to_thread.run_sync(work)
 
 
 def _large_text(value: Any) -> bool:

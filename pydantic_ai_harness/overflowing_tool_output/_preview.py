@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar, cast
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from ._markers import format_bytes, spill_header, spill_how_to_read
+from .stores._line_index import LineIndex
 
 __all__ = (
     'ImportantLinesScan',
@@ -232,6 +233,17 @@ class _Pending:
     text: str
     rank: int
 
+    anchor: int = 0
+    """Unnumbered scans: the byte its newlines are counted from (a multiple of `_ANCHOR_BYTES`, or a piece start)."""
+
+    newlines_since_anchor: int = 0
+    """Unnumbered scans: the newlines between `anchor` and `line_start`."""
+
+
+_ANCHOR_BYTES = 64 * 1024
+"""An unnumbered scan counts newlines only from the last multiple of this before each line it keeps: the store's
+line index (64 KiB chunks by default) knows the newlines before every such offset."""
+
 
 class ImportantLinesScan:
     """The important-lines scan, fed a payload in pieces that end at line ends (or whole, in one piece).
@@ -247,6 +259,8 @@ class ImportantLinesScan:
         self._scanned = 0
         self._line_number = 1
         self._finder = _literal_finder()
+        self._tails: dict[int, int] = {}
+        """Unnumbered scans: for each piece start not on an anchor, the newlines from the anchor before it."""
 
     @property
     def stopped(self) -> bool:
@@ -263,6 +277,8 @@ class ImportantLinesScan:
         # matches is walked once, not once per match (which made a 48 MB one-line payload take 48 s).
         start, end = -1, -1
         shown_until = -1
+        anchor = 0
+        since_anchor = 0
         for region_start, region_end in _candidate_regions(data, self._finder):
             for match in _IMPORTANT.finditer(data, region_start, region_end):
                 self._scanned += 1
@@ -284,6 +300,14 @@ class ImportantLinesScan:
                     line_number += data.count(b'\n', counted_to, start)
                     counted_to = start
                 number = line_number if self._count else 0
+                if not same_line and not self._count:
+                    # Count from the last anchor before the line (or the piece start): bounded by `_ANCHOR_BYTES`.
+                    line_anchor = max(0, (base + start) // _ANCHOR_BYTES * _ANCHOR_BYTES - base)
+                    if line_anchor > anchor or counted_to < anchor:
+                        anchor = counted_to = line_anchor
+                        since_anchor = 0
+                    since_anchor += data.count(b'\n', counted_to, start)
+                    counted_to = start
                 rank = next(rank for rank in range(len(_RANKS)) if match.group(rank + 1) is not None)
                 if long_line:
                     low = max(start, at - _EXCERPT_BEFORE)
@@ -291,12 +315,45 @@ class ImportantLinesScan:
                     shown_until = high
                     excerpt = data[low:high].decode('utf-8', 'replace').strip('\ufffd')
                     excerpt = ('[...]' if low > start else '') + excerpt + ('[...]' if high < end else '')
-                    self._by_rank[rank].append(_Pending(base + start, number, low - start, excerpt, rank))
+                    column = low - start
                 else:
-                    text = data[start:end].decode('utf-8', 'replace')
-                    self._by_rank[rank].append(_Pending(base + start, number, 0, text, rank))
+                    excerpt, column = data[start:end].decode('utf-8', 'replace'), 0
+                self._by_rank[rank].append(
+                    _Pending(base + start, number, column, excerpt, rank, base + anchor, since_anchor)
+                )
         if self._count:
             self._line_number = line_number + data.count(b'\n', counted_to)
+        else:
+            self._record_tail(data, base)
+
+    def _record_tail(self, data: bytes, base: int) -> None:
+        """Remember the newlines from the last anchor to the end of this piece, for the piece that follows."""
+        end = base + len(data)
+        last_anchor = end // _ANCHOR_BYTES * _ANCHOR_BYTES
+        if end % _ANCHOR_BYTES == 0:
+            return
+        if last_anchor >= base:
+            self._tails[end] = data.count(b'\n', last_anchor - base)
+        else:
+            self._tails[end] = data.count(b'\n') + self._tails.get(base, 0)
+
+    def numbers_from_index(self, chosen: Sequence[_Pending], index: LineIndex) -> list[int]:
+        """The line numbers of `chosen` (from an unnumbered scan), from the payload's line index.
+
+        `ValueError` when the index's chunks do not fall on anchors (a custom store's unusual chunk size).
+        """
+        if _ANCHOR_BYTES % index.chunk_size:
+            raise ValueError('the line index chunk size does not divide the anchor spacing')
+        numbers: list[int] = []
+        for line in chosen:
+            anchor = line.anchor
+            aligned = anchor // _ANCHOR_BYTES * _ANCHOR_BYTES
+            chunk = aligned // index.chunk_size
+            before = index.newlines_before[chunk] if chunk < len(index.newlines_before) else index.newline_count
+            if aligned != anchor:
+                before += self._tails.get(anchor, 0)
+            numbers.append(before + line.newlines_since_anchor + 1)
+        return numbers
 
     def chosen(self) -> list[_Pending]:
         """Up to `_MAX_IMPORTANT` lines, most important first (verdicts, exceptions, context)."""
@@ -392,9 +449,19 @@ def _important_block(found: list[ImportantLine], noisy: bool) -> str:
 
 
 def text_preview(
-    summary: SpillSummary, text: str, budget: int, *, shape: str | None = None, data: bytes | None = None
+    summary: SpillSummary,
+    text: str,
+    budget: int,
+    *,
+    shape: str | None = None,
+    data: bytes | None = None,
+    important: tuple[list[ImportantLine], bool] | None = None,
 ) -> str:
-    """The model-visible replacement for a spilled text or structured payload (`data`: its UTF-8, if at hand)."""
+    """The model-visible replacement for a spilled text or structured payload.
+
+    `data` is its UTF-8, if at hand; `important` the result of `important_lines` when the caller scanned already
+    (beside the store write, say).
+    """
     parts = [spill_header(summary), spill_how_to_read()]
     used = sum(len(p) for p in parts)
     if shape:
@@ -402,7 +469,8 @@ def text_preview(
         if used + len(sketch) <= budget:
             parts.append(sketch)
             used += len(sketch)
-    found, noisy = important_lines(data if data is not None else text)
+    found, noisy = important if important is not None else important_lines(data if data is not None else text)
+    found = list(found)
     shown: set[int] = set()
     # Important lines may take up to two thirds of what is left; the least important go first when short.
     allowance = max(0, (budget - used) * 2 // 3)

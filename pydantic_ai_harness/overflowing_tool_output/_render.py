@@ -20,6 +20,7 @@ __all__ = (
     'render_content',
     'render_value',
     'stored_form',
+    'stored_text',
     'strip_ansi_codes',
 )
 
@@ -276,8 +277,8 @@ def _safe_repr(value: Any) -> str:
     return _OBJECT_ADDRESS.sub('', text)
 
 
-def stored_form(rendered: Rendered) -> tuple[str, bytes]:
-    """The text a text or structured value is stored as, and its UTF-8 bytes (lone surrogates kept).
+def stored_text(rendered: Rendered) -> str:
+    """The text a text or structured value is stored as.
 
     Structured values are stored indented, one field per line, so line reads and grep are useful on them.
     """
@@ -287,6 +288,12 @@ def stored_form(rendered: Rendered) -> tuple[str, bytes]:
             text = json.dumps(rendered.jsonable, indent=1, ensure_ascii=False)
         except (ValueError, TypeError, RecursionError):
             pass  # too deep to indent: store the compact text the model would have seen
+    return text
+
+
+def stored_form(rendered: Rendered) -> tuple[str, bytes]:
+    """The text a text or structured value is stored as (`stored_text`), and its UTF-8 bytes (lone surrogates kept)."""
+    text = stored_text(rendered)
     return text, text.encode('utf-8', 'surrogatepass')
 
 
