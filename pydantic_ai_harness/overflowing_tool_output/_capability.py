@@ -595,11 +595,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         written: StreamedPayload | None = None
         reason = ''
         async with anyio.create_task_group() as group:
-            group.start_soon(_in_worker, partial(relay.drain_into, scan))
+            group.start_soon(_in_worker, partial(relay.encode_and_scan, pageable, scan))
             try:
-                written, reason = await self._store_write_stream(store, key, relay.tee(pageable), action.timeout)
+                written, reason = await self._store_write_stream(store, key, relay.pieces(), action.timeout)
             finally:
-                relay.close()
+                relay.abandon()
         if written is None:
             return None, reason
         index = written.index
@@ -700,7 +700,7 @@ def _stored_with_lines(rendered: Rendered) -> tuple[str, bytes, int]:
     return pageable, data, count_lines(pageable)
 
 
-_PIECE_CHARS = 4 << 20
+_PIECE_CHARS = 1 << 20
 """A streamed spill encodes and writes the text in pieces of about this many characters, each ending at a line end."""
 
 _PIECES_AHEAD = 4
@@ -708,56 +708,77 @@ _PIECES_AHEAD = 4
 
 
 class _Relay:
-    """Hands the pieces a store writes to the preview scan in another thread; bounded, so memory stays bounded."""
+    """Encodes a text piece by piece in one thread, for a store writing the pieces in another; bounded memory.
+
+    The encoding thread also runs the preview scan of each piece once it has handed it over, so the GIL-bound
+    work (encoding; the store's newline counting) overlaps the work that releases the GIL (writing; RE2 and
+    Hyperscan), and at most `_PIECES_AHEAD` pieces wait for the store.
+    """
 
     def __init__(self) -> None:
-        self._pieces: deque[tuple[bytes, int]] = deque()
+        self._pieces: deque[bytes] = deque()
         self._ready = threading.Condition()
-        self._closed = False
+        self._done = False
+        self._complete = False
         self._abandoned = False
 
-    def tee(self, text: str) -> Iterator[bytes]:
-        """The UTF-8 pieces of `text` (lone surrogates kept), each passed on to the scan as the store takes it."""
+    def encode_and_scan(self, text: str, scan: ImportantLinesScan) -> None:
+        """Hand the UTF-8 pieces of `text` (lone surrogates kept) to the store, scanning each (a worker thread)."""
         base = 0
+        failure: BaseException | None = None
         try:
             for piece in _encoded_pieces(text):
-                self._put(piece, base)
+                if not self._put(piece):
+                    return  # the write stopped (failed, or its deadline passed): nothing more to do
+                if failure is None:
+                    try:
+                        scan.feed(piece, base)
+                    except Exception as exc:  # noqa: BLE001 - the payload must still be written whole
+                        failure = exc
                 base += len(piece)
-                yield piece
+            self._complete = True
         finally:
-            self.close()
+            with self._ready:
+                self._done = True
+                self._ready.notify_all()
+        if failure is not None:
+            raise failure
 
-    def _put(self, piece: bytes, base: int) -> None:
+    def _put(self, piece: bytes) -> bool:
         with self._ready:
             while len(self._pieces) >= _PIECES_AHEAD and not self._abandoned:
                 self._ready.wait()
-            if not self._abandoned:
-                self._pieces.append((piece, base))
-                self._ready.notify_all()
+            if self._abandoned:
+                return False
+            self._pieces.append(piece)
+            self._ready.notify_all()
+            return True
 
-    def close(self) -> None:
-        """No more pieces (the write finished or failed); never blocks."""
+    def pieces(self) -> Iterator[bytes]:
+        """The pieces, in order, as the store takes them (in its own thread)."""
+        while True:
+            with self._ready:
+                while not self._pieces and not self._done and not self._abandoned:
+                    self._ready.wait()
+                if self._abandoned or (not self._pieces and not self._complete):
+                    # Never let a store publish part of the payload as if it were all of it.
+                    raise _PiecesStopped('the payload stopped before its end; nothing may be published')
+                if not self._pieces:
+                    return
+                piece = self._pieces.popleft()
+                self._ready.notify_all()
+            yield piece
+
+    def abandon(self) -> None:
+        """The store is done with the pieces (it finished or failed): release the encoder; never blocks."""
         with self._ready:
-            self._closed = True
+            self._abandoned = True
+            self._pieces.clear()
             self._ready.notify_all()
 
-    def drain_into(self, scan: ImportantLinesScan) -> None:
-        """Feed every piece to `scan` until the relay is closed and empty (runs in a worker thread)."""
-        try:
-            while True:
-                with self._ready:
-                    while not self._pieces and not self._closed:
-                        self._ready.wait()
-                    if not self._pieces:
-                        return
-                    piece, base = self._pieces.popleft()
-                    self._ready.notify_all()
-                scan.feed(piece, base)
-        finally:
-            with self._ready:
-                self._abandoned = True  # a scan that failed must not hold up the write
-                self._pieces.clear()
-                self._ready.notify_all()
+
+class _PiecesStopped(RuntimeError):
+    """Raised into a store's iteration of the pieces when they stopped before the end of the payload."""
 
 
 def _encoded_pieces(text: str) -> Iterator[bytes]:
