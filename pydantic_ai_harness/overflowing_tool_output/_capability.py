@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+import pydantic_core
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturn
@@ -36,9 +37,11 @@ from ._events import (
 )
 from ._markers import unrenderable_note
 from ._preview import (
+    _MIXED_SAMPLE,  # pyright: ignore[reportPrivateUsage]
     ImportantLine,
     ImportantLinesScan,
     SpillSummary,
+    array_shape_sketch,
     binary_preview,
     count_lines,
     shape_sketch,
@@ -629,7 +632,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         pageable: str,
         important: tuple[list[ImportantLine], bool],
     ) -> _Reduced:
-        shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
+        shape = await _off_loop(ctx, partial(_shape_of, rendered), large=summary.nbytes > _OFF_LOOP_BYTES)
         build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, important=important)
         # The head and tail walk only as far as the budget, but a shape sketch or long lines cost more: off the loop.
         preview = await _off_loop(ctx, build, large=summary.nbytes > _OFF_LOOP_BYTES)
@@ -793,6 +796,26 @@ def _encoded_pieces(text: str) -> Iterator[bytes]:
             end = size if newline == -1 else newline + 1
         yield text[position:end].encode('utf-8', 'surrogatepass')
         position = end
+
+
+_SKETCH_SAMPLE_CHARS = 256 * 1024
+"""A large JSON array is sketched from the elements in this much of its compact text (and its length), unparsed."""
+
+
+def _shape_of(rendered: Rendered) -> str | None:
+    """The shape sketch of a structured value; a large array's from a sample, without parsing all of it."""
+    if rendered.kind != 'structured':
+        return None
+    source = rendered.source
+    if isinstance(source, (list, tuple)) and len(rendered.text) > _SKETCH_SAMPLE_CHARS:
+        try:
+            head = pydantic_core.from_json(rendered.text[:_SKETCH_SAMPLE_CHARS], allow_partial=True)
+        except ValueError:
+            head = None
+        # The last element parsed from a cut text may be partial: only those before it are used.
+        if isinstance(head, list) and len(head) > _MIXED_SAMPLE:  # pyright: ignore[reportUnknownArgumentType]
+            return array_shape_sketch(len(cast('Sequence[Any]', source)), cast('list[Any]', head)[:-1])
+    return shape_sketch(rendered.jsonable)
 
 
 async def _in_worker(work: Callable[[], object]) -> None:

@@ -17,6 +17,7 @@ from .stores._line_index import LineIndex
 __all__ = (
     'ImportantLinesScan',
     'SpillSummary',
+    'array_shape_sketch',
     'binary_preview',
     'detect_binary_type',
     'important_lines',
@@ -544,6 +545,21 @@ def shape_sketch(value: Any, depth: int = 2) -> str:
 
 _MAX_KEYS = 12
 
+_MIXED_SAMPLE = 20
+"""How many elements of an array the sketch looks at to say `(mixed types)`."""
+
+
+def array_shape_sketch(length: int, head: Sequence[Any], depth: int = 2) -> str:
+    """`shape_sketch` of an array of `length` elements whose first ones are `head` (at least `_MIXED_SAMPLE`).
+
+    The same text `shape_sketch` writes for the whole array: it reads only these elements and the length.
+    """
+    if len(head) < _MIXED_SAMPLE:
+        raise ValueError(f'at least {_MIXED_SAMPLE} elements are needed, got {len(head)}')
+    first = _shape(head[0], depth)
+    mixed = any(type(e) is not type(head[0]) for e in head[1:_MIXED_SAMPLE])
+    return f'array[{length:,}] of {first}{" (mixed types)" if mixed else ""}'
+
 
 def _shape(value: Any, depth: int) -> str:
     if isinstance(value, dict):
@@ -560,7 +576,7 @@ def _shape(value: Any, depth: int) -> str:
         if depth <= 0:
             return f'array[{len(elements):,}]'
         first = _shape(elements[0], depth)  # the elements sit at the array's own level
-        mixed = any(type(e) is not type(elements[0]) for e in elements[1:20])
+        mixed = any(type(e) is not type(elements[0]) for e in elements[1:_MIXED_SAMPLE])
         return f'array[{len(elements):,}] of {first}{" (mixed types)" if mixed else ""}'
     if isinstance(value, bool):
         return 'bool'

@@ -156,3 +156,62 @@ async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written
         written = await store.write_stream('run/call/0', relay.pieces())
     assert written is not None
     assert await store.read(written.handle) == text.encode('utf-8', 'surrogatepass')
+
+
+JSON_CORPUS: list[Any] = [
+    {'int': 1, 'big': 2**70, 'huge': 10**50, 'negative': -7, 'zero': 0.0, 'minus zero': -0.0},
+    {'floats': [0.1, 1.0, 100.0, 1234567.0, 1e16, 1e21, 1e22, 1.5e300, 5e-324, 123456789012345680000.0]},
+    {'unicode': 'naïve ✓ 😀 中文', 'controls': '\x00\x1f\x7f\u2028"\\/', 'newline': 'a\nb\tc\r'},
+    [[], {}, [[]], {'a': {}}, None, True, False],
+    [{'id': n, 'tags': ['x', 'y'], 'nested': {'deep': [n, {'k': None}]}} for n in range(50)],
+]
+
+
+@pytest.mark.parametrize('value', JSON_CORPUS)
+def test_the_native_indented_form_is_what_python_json_writes(value: Any) -> None:
+    """One native pass writes what `json.dumps(parsed, indent=1, ensure_ascii=False)` wrote, byte for byte."""
+    import json
+
+    import pydantic_core
+
+    rendered = render_value(value)
+    reference = json.dumps(pydantic_core.from_json(rendered.text), indent=1, ensure_ascii=False)
+    assert stored_form(rendered) == (reference, reference.encode())
+
+
+def test_the_native_indented_form_writes_numbers_as_the_model_saw_them() -> None:
+    """The one difference, by decision: small exponents as in the compact JSON (`1e-7`), not Python's `1e-07`."""
+    rendered = render_value({'tiny': 1e-7})
+    assert rendered.text == '{"tiny":1e-7}'
+    assert stored_form(rendered)[0] == '{\n "tiny": 1e-7\n}'
+
+
+def test_a_best_effort_rendering_with_lone_surrogates_is_stored_indented() -> None:
+    rendered = render_value({'bad': '\udcff', 'object': object()})
+    assert rendered.lossy
+    text, data = stored_form(rendered)
+    assert text.startswith('{\n "bad": "\udcff"')
+    assert data == text.encode('utf-8', 'surrogatepass')
+
+
+LARGE_ARRAYS: list[Any] = [
+    records(),
+    tuple(records(30_000)),
+    [n if n % 3 else str(n) for n in range(200_000)],
+    [[n, [n, n], {'k': [1] * (n % 5)}] for n in range(60_000)],
+    [1.5] * 150_000,
+    [{'first': 'x' * 300_000}] + [{'n': n} for n in range(100)],  # the first element fills the whole sample
+]
+
+
+@pytest.mark.parametrize('value', LARGE_ARRAYS, ids=range(len(LARGE_ARRAYS)))
+def test_a_large_array_is_sketched_from_a_sample_exactly_as_from_all_of_it(value: Any) -> None:
+    from pydantic_ai_harness.overflowing_tool_output._capability import (
+        _SKETCH_SAMPLE_CHARS,
+        _shape_of,
+    )
+    from pydantic_ai_harness.overflowing_tool_output._preview import shape_sketch
+
+    rendered = render_value(value)
+    assert len(rendered.text) > _SKETCH_SAMPLE_CHARS
+    assert _shape_of(rendered) == shape_sketch(render_value(value).jsonable)
