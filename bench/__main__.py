@@ -18,6 +18,7 @@ SECTIONS: dict[str, str] = {
     'economy': 'bench.bench_economy',
     'overhead': 'bench.bench_overhead',
     'store': 'bench.bench_store',
+    'hotpath': 'bench.bench_hotpath',
     'fleet': 'bench.bench_fleet_stores',
     'handoffs': 'bench.bench_handoffs',
     'json_query': 'bench.bench_json_query',

@@ -5,14 +5,17 @@ from __future__ import annotations
 import base64
 import copy
 import string
+import threading
 import warnings
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+import pydantic_core
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturn, ToolReturnPart
@@ -34,8 +37,27 @@ from ._events import (
     record_on_span,
 )
 from ._markers import unrenderable_note
-from ._preview import SpillSummary, binary_preview, count_lines, shape_sketch, text_preview
-from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value, stored_form
+from ._preview import (
+    _MIXED_SAMPLE,  # pyright: ignore[reportPrivateUsage]
+    ImportantLine,
+    ImportantLinesScan,
+    SpillSummary,
+    array_shape_sketch,
+    binary_preview,
+    count_lines,
+    shape_sketch,
+    text_preview,
+)
+from ._render import (
+    Rendered,
+    estimate_tokens,
+    has_ansi_codes,
+    measure,
+    render_content,
+    render_value,
+    stored_form,
+    stored_text,
+)
 from ._secrets import Redactor, SecretRedaction
 from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
 from ._step_budget import STEP_ACTIONS, StepBudget, StepReturn, plan_step, step_calls, step_note
@@ -45,6 +67,7 @@ from ._truncate import truncate_rendered
 from ._withhold import build_redactor, withhold_secrets
 from .stores import LocalFileStore, OverflowStore
 from .stores._paths import handle_for_key
+from .stores._protocol import StreamedPayload, StreamWritableStore
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
@@ -734,8 +757,22 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
         large = len(rendered.text) > _OFF_LOOP_BYTES
+        # Into the run's workspace when one is attached (a plain write), else the configured store, streamed if it can.
+        store = store_for_run(self._resolved_store, ctx, self.workspace)
+        if large and not ctx.in_durable_context and isinstance(store, StreamWritableStore):
+            return await self._spill_streamed(store, action, ctx, call, rendered, key, tokens)
         pageable, data, lines = await _off_loop(ctx, partial(_stored_with_lines, rendered), large=large)
-        handle, reason = await self._write(ctx, key, data, action.timeout)
+        scan = ImportantLinesScan()
+        handle: str | None = None
+        reason = ''
+        if large and not ctx.in_durable_context:
+            # The scan releases the GIL (RE2, Hyperscan): it runs in a worker thread beside the store write.
+            async with anyio.create_task_group() as group:
+                group.start_soon(_in_worker, partial(scan.feed, data))
+                handle, reason = await self._write(ctx, key, data, action.timeout)
+        else:
+            handle, reason = await self._write(ctx, key, data, action.timeout)
+            await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
         if handle is None:
             return None, reason
         summary = SpillSummary(
@@ -747,11 +784,84 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             nbytes=len(data),
             **self._workspace_file(handle),
         )
-        shape = shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
-        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, data=data)
-        # A preview scans the whole payload (linear, a few ms per MB): keep other runs' tasks moving meanwhile.
-        preview = await _off_loop(ctx, build, large=len(data) > _OFF_LOOP_BYTES)
-        return _Reduced(preview, 'spill', handle, len(data)), ''
+        return await self._preview(ctx, action, rendered, summary, pageable, scan.result()), ''
+
+    async def _spill_streamed(
+        self,
+        store: StreamWritableStore,
+        action: Spill,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        rendered: Rendered,
+        key: str,
+        tokens: int,
+    ) -> tuple[_Reduced | None, str]:
+        """Spill a large text in one pass: encode, write and index it piece by piece, the preview scan beside it."""
+        pageable = rendered.text
+        if rendered.kind == 'structured':
+            pageable = await anyio.to_thread.run_sync(partial(stored_text, rendered))
+        scan = ImportantLinesScan(count_lines=False)
+        relay = _Relay()
+        written: StreamedPayload | None = None
+        reason = ''
+        async with anyio.create_task_group() as group:
+            group.start_soon(_in_worker, partial(relay.encode_and_scan, pageable, scan))
+            try:
+                written, reason = await self._store_write_stream(store, key, relay.pieces(), action.timeout)
+            finally:
+                relay.abandon()
+        if written is None:
+            return None, reason
+        index = written.index
+        chosen = scan.chosen()
+        try:
+            numbers = scan.numbers_from_index(chosen, index)
+        except ValueError:  # a custom store's index with unusual chunks: count the lines the slow way
+            data = pageable.encode('utf-8', 'surrogatepass')
+            numbers = [data.count(b'\n', 0, line.line_start) + 1 for line in chosen]
+        summary = SpillSummary(
+            tool_name=call.tool_name,
+            handle=written.handle,
+            chars=len(rendered.text),
+            tokens=tokens,
+            lines=index.line_count,
+            nbytes=index.size,
+        )
+        important = scan.result(numbers)
+        return await self._preview(ctx, action, rendered, summary, pageable, important), ''
+
+    async def _preview(
+        self,
+        ctx: RunContext[AgentDepsT],
+        action: Spill,
+        rendered: Rendered,
+        summary: SpillSummary,
+        pageable: str,
+        important: tuple[list[ImportantLine], bool],
+    ) -> _Reduced:
+        shape = await _off_loop(ctx, partial(_shape_of, rendered), large=summary.nbytes > _OFF_LOOP_BYTES)
+        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, important=important)
+        # The head and tail walk only as far as the budget, but a shape sketch or long lines cost more: off the loop.
+        preview = await _off_loop(ctx, build, large=summary.nbytes > _OFF_LOOP_BYTES)
+        return _Reduced(preview, 'spill', summary.handle, summary.nbytes)
+
+    async def _store_write_stream(
+        self, store: StreamWritableStore, key: str, pieces: Iterable[bytes], timeout: float
+    ) -> tuple[StreamedPayload | None, str]:
+        """`write_stream`, bounded by `timeout`. Returns `(written, '')` or `(None, reason)`."""
+        deadline: anyio.CancelScope | None = None
+        try:
+            with anyio.fail_after(timeout) as deadline:
+                written = await store.write_stream(key, pieces)
+        except TimeoutError as exc:
+            if deadline is None or not deadline.cancel_called:
+                return None, f'the store failed: {exc!r}'
+            return None, f'the store did not finish writing within {timeout:g} s'
+        except Exception as exc:  # noqa: BLE001 - any store failure means: fall back
+            return None, f'the store failed: {exc!r}'
+        if not isinstance(written, StreamedPayload) or not isinstance(written.handle, str) or not written.handle:  # pyright: ignore[reportUnnecessaryIsInstance]
+            return None, f'the store returned {written!r} instead of a StreamedPayload with a handle'
+        return written, ''
 
     def _workspace_file(self, handle: str) -> dict[str, Any]:
         """For a spill that went into the workspace: its path (the handle itself) and whether the query tools are on."""
@@ -828,6 +938,125 @@ stripping costs a few microseconds per sequence."""
 def _stored_with_lines(rendered: Rendered) -> tuple[str, bytes, int]:
     pageable, data = stored_form(rendered)
     return pageable, data, count_lines(pageable)
+
+
+_PIECE_CHARS = 1 << 20
+"""A streamed spill encodes and writes the text in pieces of about this many characters, each ending at a line end."""
+
+_PIECES_AHEAD = 4
+"""At most this many pieces wait for the preview scan: the write never runs more than ~16 MB ahead of it."""
+
+
+class _Relay:
+    """Encodes a text piece by piece in one thread, for a store writing the pieces in another; bounded memory.
+
+    The encoding thread also runs the preview scan of each piece once it has handed it over, so the GIL-bound
+    work (encoding; the store's newline counting) overlaps the work that releases the GIL (writing; RE2 and
+    Hyperscan), and at most `_PIECES_AHEAD` pieces wait for the store.
+    """
+
+    def __init__(self) -> None:
+        self._pieces: deque[bytes] = deque()
+        self._ready = threading.Condition()
+        self._done = False
+        self._complete = False
+        self._abandoned = False
+
+    def encode_and_scan(self, text: str, scan: ImportantLinesScan) -> None:
+        """Hand the UTF-8 pieces of `text` (lone surrogates kept) to the store, scanning each (a worker thread)."""
+        base = 0
+        failure: BaseException | None = None
+        try:
+            for piece in _encoded_pieces(text):
+                if not self._put(piece):
+                    return  # the write stopped (failed, or its deadline passed): nothing more to do
+                if failure is None:
+                    try:
+                        scan.feed(piece, base)
+                    except Exception as exc:  # noqa: BLE001 - the payload must still be written whole
+                        failure = exc
+                base += len(piece)
+            self._complete = True
+        finally:
+            with self._ready:
+                self._done = True
+                self._ready.notify_all()
+        if failure is not None:
+            raise failure
+
+    def _put(self, piece: bytes) -> bool:
+        with self._ready:
+            while len(self._pieces) >= _PIECES_AHEAD and not self._abandoned:
+                self._ready.wait()
+            if self._abandoned:
+                return False
+            self._pieces.append(piece)
+            self._ready.notify_all()
+            return True
+
+    def pieces(self) -> Iterator[bytes]:
+        """The pieces, in order, as the store takes them (in its own thread)."""
+        while True:
+            with self._ready:
+                while not self._pieces and not self._done and not self._abandoned:
+                    self._ready.wait()
+                if self._abandoned or (not self._pieces and not self._complete):
+                    # Never let a store publish part of the payload as if it were all of it.
+                    raise _PiecesStopped('the payload stopped before its end; nothing may be published')
+                if not self._pieces:
+                    return
+                piece = self._pieces.popleft()
+                self._ready.notify_all()
+            yield piece
+
+    def abandon(self) -> None:
+        """The store is done with the pieces (it finished or failed): release the encoder; never blocks."""
+        with self._ready:
+            self._abandoned = True
+            self._pieces.clear()
+            self._ready.notify_all()
+
+
+class _PiecesStopped(RuntimeError):
+    """Raised into a store's iteration of the pieces when they stopped before the end of the payload."""
+
+
+def _encoded_pieces(text: str) -> Iterator[bytes]:
+    position = 0
+    size = len(text)
+    while position < size:
+        cut = position + _PIECE_CHARS
+        if cut >= size:
+            end = size
+        else:
+            newline = text.find('\n', cut - 1)
+            end = size if newline == -1 else newline + 1
+        yield text[position:end].encode('utf-8', 'surrogatepass')
+        position = end
+
+
+_SKETCH_SAMPLE_CHARS = 256 * 1024
+"""A large JSON array is sketched from the elements in this much of its compact text (and its length), unparsed."""
+
+
+def _shape_of(rendered: Rendered) -> str | None:
+    """The shape sketch of a structured value; a large array's from a sample, without parsing all of it."""
+    if rendered.kind != 'structured':
+        return None
+    source = rendered.source
+    if isinstance(source, (list, tuple)) and len(rendered.text) > _SKETCH_SAMPLE_CHARS:
+        try:
+            head = pydantic_core.from_json(rendered.text[:_SKETCH_SAMPLE_CHARS], allow_partial=True)
+        except ValueError:
+            head = None
+        # The last element parsed from a cut text may be partial: only those before it are used.
+        if isinstance(head, list) and len(head) > _MIXED_SAMPLE:  # pyright: ignore[reportUnknownArgumentType]
+            return array_shape_sketch(len(cast('Sequence[Any]', source)), cast('list[Any]', head)[:-1])
+    return shape_sketch(rendered.jsonable)
+
+
+async def _in_worker(work: Callable[[], object]) -> None:
+    await anyio.to_thread.run_sync(work)
 
 
 def _large_text(value: Any) -> bool:

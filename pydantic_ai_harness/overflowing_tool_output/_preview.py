@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import importlib
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from ._markers import format_bytes, spill_header, spill_how_to_read
+from .stores._line_index import LineIndex
 
 __all__ = (
+    'ImportantLinesScan',
     'SpillSummary',
+    'array_shape_sketch',
     'binary_preview',
     'detect_binary_type',
     'important_lines',
@@ -27,7 +33,7 @@ class _Match(Protocol):
 
 
 class _Pattern(Protocol):
-    def finditer(self, text: bytes) -> Iterator[_Match]: ...
+    def finditer(self, text: bytes, pos: int = ..., endpos: int = ...) -> Iterator[_Match]: ...
 
 
 # RE2: one linear-time pass over a payload of any size (Python's `re` takes ~50x longer on this alternation).
@@ -45,6 +51,8 @@ _IMPORTANT = cast(
     ),
 )
 """Lines worth showing even from the middle of a payload, in three ranks: verdicts, exceptions, context."""
+
+_L = TypeVar('_L')
 
 _RANKS = ('verdict', 'exception', 'context')
 """The pattern's groups, in order: group 1 is a verdict, 2 an exception, 3 context."""
@@ -117,58 +125,274 @@ class ImportantLine:
     """0 for a verdict (FAILED, exit status 1), 1 for an exception, 2 for context: lower matters more."""
 
 
+_IMPORTANT_LITERALS = (
+    b'FAIL',
+    b'panic:',
+    b'FATAL',
+    b'Segmentation fault',
+    b'ailed',
+    b'ailure',
+    b'rror',
+    b'RROR',
+    b'Exception',
+    b'Traceback',
+    b'exit status',
+    b'exit code',
+    b'return status',
+    b'return code',
+)
+"""Every match of `_IMPORTANT` contains one of these (each alternative of the pattern names one), and no match
+spans a newline: a block of lines without any of them holds no match, so the scan skips it unread by RE2."""
+
+_PREFILTER_BLOCK = 64 * 1024
+"""Lines are prefiltered in blocks of about this many bytes (cut at line ends); a block with a literal is scanned
+whole by `_IMPORTANT`, so the matches and their order are exactly those of one scan of the whole payload."""
+
+
+class _LiteralFinder(Protocol):
+    def first(self, data: bytes, start: int, end: int) -> int:
+        """A position of some literal in `data[start:end]`, in its first line holding one; -1 when there is none."""
+        ...
+
+
+class _Re2Finder:
+    """The literal prefilter on RE2 (always available)."""
+
+    def __init__(self) -> None:
+        options: Any = re2.Options()
+        options.never_capture = True
+        alternation = b'|'.join(_IMPORTANT_LITERALS)  # plain words and spaces: nothing to escape
+        self._regex: Any = re2.compile(alternation, options)  # pyright: ignore[reportUnknownMemberType]
+
+    def first(self, data: bytes, start: int, end: int) -> int:
+        found = self._regex.search(data, start, end)
+        return -1 if found is None else int(found.start())
+
+
+class _HyperscanFinder:
+    """The literal prefilter on Hyperscan (the optional `hyperscan` extra): a few times faster than RE2 here."""
+
+    def __init__(self, hyperscan: Any) -> None:
+        self._hyperscan = hyperscan
+        self._database: Any = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._database.compile(expressions=list(_IMPORTANT_LITERALS))
+        self._scratch = threading.local()
+
+    def first(self, data: bytes, start: int, end: int) -> int:
+        scratch = getattr(self._scratch, 'value', None)
+        if scratch is None:
+            scratch = self._scratch.value = self._hyperscan.Scratch(self._database)
+        found: list[int] = []
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _context: object) -> bool:
+            found.append(to)
+            return True  # the first literal is enough: the block gets scanned by `_IMPORTANT`
+
+        try:
+            self._database.scan(memoryview(data)[start:end], match_event_handler=on_match, scratch=scratch)
+        except self._hyperscan.ScanTerminated:
+            pass
+        # Matches come in order of their end; a literal never spans a newline, so this one is in the first line
+        # that holds any.
+        return start + found[0] - 1 if found else -1
+
+
+@functools.cache
+def _literal_finder() -> _LiteralFinder:
+    """Hyperscan when it is installed and works on this CPU, else RE2: both find the same candidate blocks."""
+    try:
+        hyperscan = importlib.import_module('hyperscan')
+    except ImportError:
+        return _Re2Finder()
+    try:
+        return _HyperscanFinder(hyperscan)
+    except Exception:  # noqa: BLE001 - a broken or unsupported install (no SSSE3, say): RE2 does the job
+        return _Re2Finder()
+
+
+def _candidate_regions(data: bytes, finder: _LiteralFinder) -> Iterator[tuple[int, int]]:
+    """The `[start, end)` byte ranges (whole lines) that may hold a match of `_IMPORTANT`, in order."""
+    position = 0
+    size = len(data)
+    while position < size:
+        cut = position + _PREFILTER_BLOCK
+        if cut >= size:
+            block_end = size
+        else:
+            newline = data.find(b'\n', cut - 1)
+            block_end = size if newline == -1 else newline + 1
+        hit = finder.first(data, position, block_end)
+        if hit != -1:
+            yield max(position, data.rfind(b'\n', position, hit) + 1), block_end
+        position = block_end
+
+
+@dataclass
+class _Pending:
+    """An important line found by a scan, before its line number is known (a streamed scan resolves it later)."""
+
+    line_start: int
+    """The absolute byte where its line starts."""
+
+    number: int
+    """Its 1-based line number, or 0 while unknown."""
+
+    column: int
+    text: str
+    rank: int
+
+    anchor: int = 0
+    """Unnumbered scans: the byte its newlines are counted from (a multiple of `_ANCHOR_BYTES`, or a piece start)."""
+
+    newlines_since_anchor: int = 0
+    """Unnumbered scans: the newlines between `anchor` and `line_start`."""
+
+
+_ANCHOR_BYTES = 64 * 1024
+"""An unnumbered scan counts newlines only from the last multiple of this before each line it keeps: the store's
+line index (64 KiB chunks by default) knows the newlines before every such offset."""
+
+
+class ImportantLinesScan:
+    """The important-lines scan, fed a payload in pieces that end at line ends (or whole, in one piece).
+
+    Selects exactly what one `_IMPORTANT` pass over the whole payload selects; lines are numbered as it goes
+    (`count_lines=True`) or left for the caller to resolve from their byte offsets (a streamed spill asks the
+    store's line index instead of counting every newline twice).
+    """
+
+    def __init__(self, *, count_lines: bool = True) -> None:
+        self._count = count_lines
+        self._by_rank: list[list[_Pending]] = [[] for _ in _RANKS]
+        self._scanned = 0
+        self._line_number = 1
+        self._finder = _literal_finder()
+        self._tails: dict[int, int] = {}
+        """Unnumbered scans: for each piece start not on an anchor, the newlines from the anchor before it."""
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the scan stopped at `_MAX_MATCHES_SCANNED` (a very noisy payload)."""
+        return self._scanned > _MAX_MATCHES_SCANNED
+
+    def feed(self, data: bytes, base: int = 0) -> None:
+        """Scan `data`, the next piece of the payload, starting at byte `base` and ending at a line end (or the end)."""
+        if self.stopped:
+            return
+        line_number = self._line_number
+        counted_to = 0
+        # The line of the previous match, `[start, end)`: later matches in it reuse it, so a long line with many
+        # matches is walked once, not once per match (which made a 48 MB one-line payload take 48 s).
+        start, end = -1, -1
+        shown_until = -1
+        anchor = 0
+        since_anchor = 0
+        for region_start, region_end in _candidate_regions(data, self._finder):
+            for match in _IMPORTANT.finditer(data, region_start, region_end):
+                self._scanned += 1
+                if self._scanned > _MAX_MATCHES_SCANNED:
+                    return
+                at = match.start()
+                same_line = start <= at < end
+                if not same_line:
+                    # Both searches are bounded: back to the previous line's end, forward to this line's end (once).
+                    start = data.rfind(b'\n', max(end, 0), at) + 1
+                    found = data.find(b'\n', at)
+                    end = found if found != -1 else len(data)
+                long_line = end - start > _LINE_CHARS
+                # One entry per line, ranked by its first (leftmost) match; a long line (a log inside one JSON
+                # string, say) gets an excerpt around each match not already shown, so a match deep in it is seen.
+                if same_line and (not long_line or at < shown_until):
+                    continue
+                if not same_line and self._count:
+                    line_number += data.count(b'\n', counted_to, start)
+                    counted_to = start
+                number = line_number if self._count else 0
+                if not same_line and not self._count:
+                    # Count from the last anchor before the line (or the piece start): bounded by `_ANCHOR_BYTES`.
+                    line_anchor = max(0, (base + start) // _ANCHOR_BYTES * _ANCHOR_BYTES - base)
+                    if line_anchor > anchor or counted_to < anchor:
+                        anchor = counted_to = line_anchor
+                        since_anchor = 0
+                    since_anchor += data.count(b'\n', counted_to, start)
+                    counted_to = start
+                rank = next(rank for rank in range(len(_RANKS)) if match.group(rank + 1) is not None)
+                if long_line:
+                    low = max(start, at - _EXCERPT_BEFORE)
+                    high = min(end, low + _EXCERPT_BYTES)
+                    shown_until = high
+                    excerpt = data[low:high].decode('utf-8', 'replace').strip('\ufffd')
+                    excerpt = ('[...]' if low > start else '') + excerpt + ('[...]' if high < end else '')
+                    column = low - start
+                else:
+                    excerpt, column = data[start:end].decode('utf-8', 'replace'), 0
+                self._by_rank[rank].append(
+                    _Pending(base + start, number, column, excerpt, rank, base + anchor, since_anchor)
+                )
+        if self._count:
+            self._line_number = line_number + data.count(b'\n', counted_to)
+        else:
+            self._record_tail(data, base)
+
+    def _record_tail(self, data: bytes, base: int) -> None:
+        """Remember the newlines from the last anchor to the end of this piece, for the piece that follows."""
+        end = base + len(data)
+        last_anchor = end // _ANCHOR_BYTES * _ANCHOR_BYTES
+        if end % _ANCHOR_BYTES == 0:
+            return
+        if last_anchor >= base:
+            self._tails[end] = data.count(b'\n', last_anchor - base)
+        else:
+            self._tails[end] = data.count(b'\n') + self._tails.get(base, 0)
+
+    def numbers_from_index(self, chosen: Sequence[_Pending], index: LineIndex) -> list[int]:
+        """The line numbers of `chosen` (from an unnumbered scan), from the payload's line index.
+
+        `ValueError` when the index's chunks do not fall on anchors (a custom store's unusual chunk size).
+        """
+        if _ANCHOR_BYTES % index.chunk_size:
+            raise ValueError('the line index chunk size does not divide the anchor spacing')
+        numbers: list[int] = []
+        for line in chosen:
+            anchor = line.anchor
+            aligned = anchor // _ANCHOR_BYTES * _ANCHOR_BYTES
+            chunk = aligned // index.chunk_size
+            before = index.newlines_before[chunk] if chunk < len(index.newlines_before) else index.newline_count
+            if aligned != anchor:
+                before += self._tails.get(anchor, 0)
+            numbers.append(before + line.newlines_since_anchor + 1)
+        return numbers
+
+    def chosen(self) -> list[_Pending]:
+        """Up to `_MAX_IMPORTANT` lines, most important first (verdicts, exceptions, context)."""
+        chosen: list[_Pending] = []
+        for found in self._by_rank:
+            chosen += _spread(found, _MAX_IMPORTANT - len(chosen))
+        return chosen
+
+    def result(self, numbers: Sequence[int] | None = None) -> tuple[list[ImportantLine], bool]:
+        """The chosen lines and whether the scan stopped early; `numbers` are their line numbers when not counted."""
+        chosen = self.chosen()
+        if numbers is None:
+            numbers = [line.number for line in chosen]
+        lines = [ImportantLine(n, line.column, line.text, line.rank) for n, line in zip(numbers, chosen)]
+        return lines, self.stopped
+
+
 def important_lines(text: str | bytes) -> tuple[list[ImportantLine], bool]:
     """Up to a handful of lines that look like failures, most important first (verdicts, exceptions, context).
 
     Scans the UTF-8 bytes (pass them when you have them): RE2 is linear in time on bytes, and bytes take lone
-    surrogates and invalid UTF-8 in their stride. Returns the lines and whether the scan stopped early on a very
-    noisy payload.
+    surrogates and invalid UTF-8 in their stride. A literal prefilter leaves RE2 only the blocks of lines that can
+    match. Returns the lines and whether the scan stopped early on a very noisy payload.
     """
     data = text if isinstance(text, bytes) else text.encode('utf-8', 'surrogatepass')
-    by_rank: list[list[ImportantLine]] = [[] for _ in _RANKS]
-    line_number = 1
-    counted_to = 0
-    # The line of the previous match, `[start, end)`: later matches in it reuse it, so a long line with many
-    # matches is walked once, not once per match (which made a 48 MB one-line payload take 48 s).
-    start, end = -1, -1
-    shown_until = -1
-    scanned = 0
-    for match in _IMPORTANT.finditer(data):
-        scanned += 1
-        if scanned > _MAX_MATCHES_SCANNED:
-            break
-        at = match.start()
-        same_line = start <= at < end
-        if not same_line:
-            # Both searches are bounded: back to the previous line's end, forward to this line's end (once).
-            start = data.rfind(b'\n', max(end, 0), at) + 1
-            found = data.find(b'\n', at)
-            end = found if found != -1 else len(data)
-        long_line = end - start > _LINE_CHARS
-        # One entry per line, ranked by its first (leftmost) match; a long line (a log inside one JSON string,
-        # say) gets an excerpt around each match not already shown, so a match deep in it is still seen.
-        if same_line and (not long_line or at < shown_until):
-            continue
-        if not same_line:
-            line_number += data.count(b'\n', counted_to, start)
-            counted_to = start
-        rank = next(rank for rank in range(len(_RANKS)) if match.group(rank + 1) is not None)
-        if long_line:
-            low = max(start, at - _EXCERPT_BEFORE)
-            high = min(end, low + _EXCERPT_BYTES)
-            shown_until = high
-            excerpt = data[low:high].decode('utf-8', 'replace').strip('\ufffd')
-            excerpt = ('[...]' if low > start else '') + excerpt + ('[...]' if high < end else '')
-            by_rank[rank].append(ImportantLine(line_number, low - start, excerpt, rank))
-        else:
-            by_rank[rank].append(ImportantLine(line_number, 0, data[start:end].decode('utf-8', 'replace'), rank))
-    chosen: list[ImportantLine] = []
-    for found in by_rank:
-        chosen += _spread(found, _MAX_IMPORTANT - len(chosen))
-    return chosen, scanned > _MAX_MATCHES_SCANNED
+    scan = ImportantLinesScan()
+    scan.feed(data)
+    return scan.result()
 
 
-def _spread(found: list[ImportantLine], limit: int) -> list[ImportantLine]:
+def _spread(found: list[_L], limit: int) -> list[_L]:
     """The first few and the last one: the first failure and the final verdict matter most."""
     if len(found) <= limit:
         return found
@@ -233,9 +457,19 @@ def _important_block(found: list[ImportantLine], noisy: bool) -> str:
 
 
 def text_preview(
-    summary: SpillSummary, text: str, budget: int, *, shape: str | None = None, data: bytes | None = None
+    summary: SpillSummary,
+    text: str,
+    budget: int,
+    *,
+    shape: str | None = None,
+    data: bytes | None = None,
+    important: tuple[list[ImportantLine], bool] | None = None,
 ) -> str:
-    """The model-visible replacement for a spilled text or structured payload (`data`: its UTF-8, if at hand)."""
+    """The model-visible replacement for a spilled text or structured payload.
+
+    `data` is its UTF-8, if at hand; `important` the result of `important_lines` when the caller scanned already
+    (beside the store write, say).
+    """
     parts = [spill_header(summary), spill_how_to_read()]
     if summary.path is not None:
         # Without the query tools the file line replaces the paging hint, and closes the header's bracket.
@@ -247,7 +481,8 @@ def text_preview(
         if used + len(sketch) <= budget:
             parts.append(sketch)
             used += len(sketch)
-    found, noisy = important_lines(data if data is not None else text)
+    found, noisy = important if important is not None else important_lines(data if data is not None else text)
+    found = list(found)
     shown: set[int] = set()
     # Important lines may take up to two thirds of what is left; the least important go first when short.
     allowance = max(0, (budget - used) * 2 // 3)
@@ -340,6 +575,21 @@ def shape_sketch(value: Any, depth: int = 2) -> str:
 
 _MAX_KEYS = 12
 
+_MIXED_SAMPLE = 20
+"""How many elements of an array the sketch looks at to say `(mixed types)`."""
+
+
+def array_shape_sketch(length: int, head: Sequence[Any], depth: int = 2) -> str:
+    """`shape_sketch` of an array of `length` elements whose first ones are `head` (at least `_MIXED_SAMPLE`).
+
+    The same text `shape_sketch` writes for the whole array: it reads only these elements and the length.
+    """
+    if len(head) < _MIXED_SAMPLE:
+        raise ValueError(f'at least {_MIXED_SAMPLE} elements are needed, got {len(head)}')
+    first = _shape(head[0], depth)
+    mixed = any(type(e) is not type(head[0]) for e in head[1:_MIXED_SAMPLE])
+    return f'array[{length:,}] of {first}{" (mixed types)" if mixed else ""}'
+
 
 def _shape(value: Any, depth: int) -> str:
     if isinstance(value, dict):
@@ -356,7 +606,7 @@ def _shape(value: Any, depth: int) -> str:
         if depth <= 0:
             return f'array[{len(elements):,}]'
         first = _shape(elements[0], depth)  # the elements sit at the array's own level
-        mixed = any(type(e) is not type(elements[0]) for e in elements[1:20])
+        mixed = any(type(e) is not type(elements[0]) for e in elements[1:_MIXED_SAMPLE])
         return f'array[{len(elements):,}] of {first}{" (mixed types)" if mixed else ""}'
     if isinstance(value, bool):
         return 'bool'

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal, cast
 
 import pydantic
@@ -20,6 +21,7 @@ __all__ = (
     'render_content',
     'render_value',
     'stored_form',
+    'stored_text',
     'strip_ansi_codes',
 )
 
@@ -45,11 +47,29 @@ class Rendered:
     media_type: str | None = None
     """The declared media type of a binary value, if any."""
 
-    jsonable: Any = None
-    """For structured values: the JSON-compatible form, used for the shape sketch and the pageable form."""
-
     lossy: bool = False
     """The value could not be serialized as the model would see it; `text` is a best-effort rendering."""
+
+    source: Any = None
+    """For structured values pydantic serialized: the value itself, serialized again (indented) to be stored."""
+
+    given_jsonable: Any = field(default=None, repr=False)
+    """For best-effort renderings: the JSON-compatible form they were written from (else `jsonable` parses `text`)."""
+
+    @functools.cached_property
+    def jsonable(self) -> Any:
+        """For structured values: the JSON-compatible form (truncation, the shape sketch), parsed on first use.
+
+        `None` when `text` is not JSON that can be parsed (nested too deep, say).
+        """
+        if self.kind != 'structured':
+            return None
+        if self.given_jsonable is not None:
+            return self.given_jsonable
+        try:
+            return pydantic_core.from_json(self.text)
+        except ValueError:
+            return None
 
     @property
     def size_chars(self) -> int:
@@ -159,10 +179,6 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def _is_file(item: object) -> bool:
-    return isinstance(item, (BinaryContent, FileUrl))
-
-
 def render_value(value: Any, *, strip_ansi: bool = False) -> Rendered:
     """Render a `return_value` the way the model would see it. Never raises."""
     if isinstance(value, str):
@@ -175,7 +191,8 @@ def render_value(value: Any, *, strip_ansi: bool = False) -> Rendered:
         return Rendered('multimodal', value.url)
     if isinstance(value, (list, tuple)):
         items = cast('Sequence[Any]', value)
-        if any(_is_file(item) for item in items):
+        # By distinct type (`map(type, ...)` runs at C speed): a 200,000-element list is checked in ~2 ms.
+        if any(issubclass(kind, (BinaryContent, FileUrl)) for kind in set(map(type, items))):
             return _render_multimodal(items)
     return _render_structured(value)
 
@@ -200,14 +217,15 @@ def _render_structured(value: Any) -> Rendered:
         dumped = tool_return_ta.dump_json(value, by_alias=True)
     except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError):
         return _render_unserializable(value)
-    try:
-        if dumped.startswith(b'"'):
-            # A value whose JSON form is a string (datetime, UUID, ...) is sent as that plain string.
+    if dumped.startswith(b'"'):
+        # A value whose JSON form is a string (datetime, UUID, ...) is sent as that plain string.
+        try:
             return Rendered('text', pydantic_core.from_json(dumped))
-        jsonable = pydantic_core.from_json(dumped)
-    except ValueError:
-        return Rendered('structured', dumped.decode('utf-8', 'replace'), jsonable=None)
-    return Rendered('structured', dumped.decode('utf-8', 'replace'), jsonable=jsonable)
+        except ValueError:
+            return Rendered('structured', dumped.decode('utf-8', 'replace'))
+    # Not parsed back here: the indented stored form is serialized from the value itself, and the few users of the
+    # parsed form (`Rendered.jsonable`) parse it when they need it.
+    return Rendered('structured', dumped.decode('utf-8', 'replace'), source=value)
 
 
 def _render_unserializable(value: Any) -> Rendered:
@@ -217,7 +235,7 @@ def _render_unserializable(value: Any) -> Rendered:
         text = json.dumps(jsonable, ensure_ascii=False, separators=(',', ':'))
     except (ValueError, TypeError, RecursionError):  # pragma: no cover - _to_jsonable only yields JSON types
         return Rendered('text', _safe_repr(value), lossy=True)
-    return Rendered('structured', text, jsonable=jsonable, lossy=True)
+    return Rendered('structured', text, lossy=True, given_jsonable=jsonable)
 
 
 _MAX_DEPTH = 100
@@ -276,18 +294,42 @@ def _safe_repr(value: Any) -> str:
     return _OBJECT_ADDRESS.sub('', text)
 
 
-def stored_form(rendered: Rendered) -> tuple[str, bytes]:
-    """The text a text or structured value is stored as, and its UTF-8 bytes (lone surrogates kept).
+def _indented(rendered: Rendered) -> bytes | None:
+    """A structured value as indented JSON, one field per line, serialized in one native pass (pydantic-core).
 
-    Structured values are stored indented, one field per line, so line reads and grep are useful on them.
+    Byte for byte what `json.dumps(parsed, indent=1, ensure_ascii=False)` wrote before, except for numbers, which
+    are now written exactly as in the compact JSON the model sees (`1e-7`, where Python wrote `1e-07`).
     """
-    text = rendered.text
-    if rendered.jsonable is not None:
+    if rendered.kind != 'structured':
+        return None
+    if rendered.source is not None:
         try:
-            text = json.dumps(rendered.jsonable, indent=1, ensure_ascii=False)
+            return tool_return_ta.dump_json(rendered.source, by_alias=True, indent=1)
+        except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError):
+            return None
+    if rendered.jsonable is not None:
+        try:  # a best-effort rendering may hold lone surrogates, which only Python's encoder writes
+            return json.dumps(rendered.jsonable, indent=1, ensure_ascii=False).encode('utf-8', 'surrogatepass')
         except (ValueError, TypeError, RecursionError):
-            pass  # too deep to indent: store the compact text the model would have seen
-    return text, text.encode('utf-8', 'surrogatepass')
+            return None
+    return None
+
+
+def stored_text(rendered: Rendered) -> str:
+    """The text a text or structured value is stored as.
+
+    Structured values are stored indented, one field per line, so line reads and grep are useful on them; one too
+    deep to indent is stored as the compact text the model would have seen.
+    """
+    return stored_form(rendered)[0]
+
+
+def stored_form(rendered: Rendered) -> tuple[str, bytes]:
+    """The text a text or structured value is stored as (`stored_text`), and its UTF-8 bytes (lone surrogates kept)."""
+    indented = _indented(rendered)
+    if indented is not None:
+        return indented.decode('utf-8', 'surrogatepass'), indented
+    return rendered.text, rendered.text.encode('utf-8', 'surrogatepass')
 
 
 def measure(

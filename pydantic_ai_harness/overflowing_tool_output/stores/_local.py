@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,7 +31,7 @@ from ._paths import (
     handle_for_names,
     names_for_handle,
 )
-from ._protocol import HandleNotFoundError, StoredPayload
+from ._protocol import HandleNotFoundError, StoredPayload, StreamedPayload
 from ._ttl import normalize_ttl
 
 __all__ = ('LocalFileStore', 'StoreCleanupWarning', 'StoreRootError')
@@ -347,6 +347,34 @@ def _holds(directory: _Dir, name: str, data: bytes) -> Literal['missing', 'same'
         os.close(fd)
 
 
+def _holds_file(directory: _Dir, name: str, temp: str, size: int) -> Literal['missing', 'same', 'different']:
+    """Like `_holds`, comparing the file `name` with the temp file `temp` (of `size` bytes), block by block."""
+    try:
+        fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
+    except FileNotFoundError:
+        return 'missing'
+    except (OSError, HandleNotFoundError):
+        return 'different'  # A planted link, a directory, no permission: never ours to reuse.
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            return 'different'
+        ours = directory.open(temp, os.O_RDONLY)
+        try:
+            position = 0
+            while position < size:
+                length = min(_READ_BLOCK, size - position)
+                block = _read_exact(fd, position, length)
+                if not block or block != _read_exact(ours, position, length):
+                    return 'different'
+                position += len(block)
+            return 'same'
+        finally:
+            os.close(ours)
+    finally:
+        os.close(fd)
+
+
 def _link_exclusive(directory: _Dir, temp: str, target: str) -> bool:
     """Publish `temp` as `target` unless `target` exists; whether it was published."""
     try:
@@ -519,6 +547,17 @@ class LocalFileStore:
         self._maybe_schedule_prune()
         return stored
 
+    async def write_stream(self, key: str, pieces: Iterable[bytes]) -> StreamedPayload:
+        """Store the concatenation of `pieces` like `write` does, line-indexing it as it goes.
+
+        The pieces are written to the temp file and indexed one at a time in a worker thread, so the payload is
+        never held as one `bytes` and its sidecar is published with it (no background indexing afterwards).
+        """
+        handle = handle_for_key(key)
+        stored = await _in_thread(lambda: self._write_stream_sync(handle, pieces))
+        self._maybe_schedule_prune()
+        return stored
+
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none."""
         return await _in_thread(lambda: self._with_payload(handle, _read_whole))
@@ -686,6 +725,87 @@ class LocalFileStore:
                     directory.unlink(temp)
                 except OSError:
                     pass
+        raise ValueError(
+            f'LocalFileStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
+            'not stored (delete or prune old payloads)'
+        )
+
+    def _write_stream_sync(self, handle: str, pieces: Iterable[bytes]) -> StreamedPayload:
+        names = names_for_handle(handle)
+        if names is None:  # pragma: no cover - handle_for_key only produces handles whose names fit
+            raise ValueError('LocalFileStore: this key cannot be stored')
+        for attempt in range(_WRITE_ATTEMPTS):
+            root = self._open_root(create=True)
+            directory: _Dir | None = None
+            try:
+                try:
+                    directory = self._walk(root, names, create=True)
+                    temp = _temp_name()
+                    fd = directory.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                except FileNotFoundError:
+                    # A concurrent pruner removed an empty directory between our mkdir and our open: retry. Only
+                    # here: the pieces can be read once, and once the temp file exists the directory stays.
+                    if attempt == _WRITE_ATTEMPTS - 1:
+                        raise
+                    continue
+                identity, index = self._stream_into(directory, temp, fd, pieces)
+                return self._publish_streamed(directory, handle, names, temp, identity, index)
+            finally:
+                if directory is not None and directory is not root:
+                    directory.close()
+                root.close()
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    def _stream_into(
+        self, directory: _Dir, temp: str, fd: int, pieces: Iterable[bytes]
+    ) -> tuple[os.stat_result, LineIndex]:
+        """Write and line-index `pieces` into the open temp file `temp` (removed again if anything fails)."""
+        builder = LineIndexBuilder()
+        try:
+            try:
+                for piece in pieces:
+                    _write_all(fd, piece)
+                    builder.feed(piece)
+                if self.durable:
+                    os.fsync(fd)
+                return os.fstat(fd), builder.finish()
+            finally:
+                os.close(fd)
+        except BaseException:
+            try:
+                directory.unlink(temp)
+            except OSError:
+                pass
+            raise
+
+    def _publish_streamed(
+        self, directory: _Dir, handle: str, names: list[str], temp: str, identity: os.stat_result, index: LineIndex
+    ) -> StreamedPayload:
+        """Publish the written temp file under the first candidate of `handle` free or holding the same bytes."""
+        try:
+            for candidate in candidate_handles(handle):
+                stem = _stem(candidate, names)
+                target = stem + _PAYLOAD_SUFFIX
+                for _ in range(_WRITE_ATTEMPTS):
+                    holds = _holds_file(directory, target, temp, identity.st_size)
+                    if holds != 'missing':
+                        break
+                    # The index is complete already: the sidecar lands before the payload, there from the first read.
+                    _publish(directory, stem + _INDEX_SUFFIX, _sidecar_bytes(index, identity), durable=False)
+                    if _link_exclusive(directory, temp, target):
+                        if self.durable:
+                            directory.fsync()
+                        return StreamedPayload(candidate, index)
+                    # Another writer published this name first: compare with what it wrote.
+                else:  # pragma: no cover - the name kept appearing and vanishing under us
+                    holds = 'different'
+                if holds == 'same':
+                    return StreamedPayload(candidate, index)
+        finally:
+            try:
+                directory.unlink(temp)
+            except OSError:
+                pass
         raise ValueError(
             f'LocalFileStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
             'not stored (delete or prune old payloads)'

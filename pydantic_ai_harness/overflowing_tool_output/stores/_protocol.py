@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -16,6 +16,8 @@ __all__ = (
     'OverflowStore',
     'RangeReadableStore',
     'StoredPayload',
+    'StreamWritableStore',
+    'StreamedPayload',
 )
 
 
@@ -73,6 +75,32 @@ class LineIndexedStore(Protocol):
 
     async def line_index(self, handle: str) -> LineIndex:
         """The [`LineIndex`][pydantic_ai_harness.overflowing_tool_output.LineIndex] of the payload under `handle`."""
+        ...
+
+
+@dataclass(frozen=True)
+class StreamedPayload:
+    """What a [`StreamWritableStore`][] wrote: the handle, and the line index it built on the way."""
+
+    handle: str
+    """The handle the payload is read back with (the same rules as `OverflowStore.write`'s)."""
+
+    index: LineIndex
+    """The line index of exactly the bytes written, built while they streamed past."""
+
+
+@runtime_checkable
+class StreamWritableStore(Protocol):
+    """Optional extension: write a payload from pieces, so a large one is never held in memory as one `bytes`.
+
+    The capability uses it for large text payloads: it encodes the text piece by piece (each piece ends at a line
+    end) while scanning it for the preview beside the write. Same contract as `OverflowStore.write`: never replace
+    another payload, return the same handle for the same bytes. `pieces` may be iterated in a worker thread, and
+    only once. Stores without this method are written with `write(key, data)`.
+    """
+
+    async def write_stream(self, key: str, pieces: Iterable[bytes]) -> StreamedPayload:
+        """Store the concatenation of `pieces` under a handle derived from `key`; its handle and line index."""
         ...
 
 

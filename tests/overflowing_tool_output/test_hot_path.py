@@ -1,0 +1,217 @@
+"""The one-pass spill of large payloads: streamed write, scan beside it, numbers from the line index."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output._capability import (
+    _PIECE_CHARS,
+    _PiecesStopped,
+    _Relay,
+)
+from pydantic_ai_harness.overflowing_tool_output._preview import count_lines
+from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
+from pydantic_ai_harness.overflowing_tool_output.stores._protocol import StreamWritableStore
+
+from .conftest import run_tool
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class PlainWriteStore:
+    """A LocalFileStore reached through the base protocol and the read extensions only: no `write_stream`."""
+
+    inner: LocalFileStore
+
+    async def write(self, key: str, data: bytes) -> str:
+        return await self.inner.write(key, data)
+
+    async def read(self, handle: str) -> bytes:
+        return await self.inner.read(handle)
+
+    async def size(self, handle: str) -> int:
+        return await self.inner.size(handle)
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        return await self.inner.read_range(handle, start, end)
+
+    async def line_index(self, handle: str) -> LineIndex:
+        return await self.inner.line_index(handle)
+
+    async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
+        return await self.inner.list(prefix)
+
+
+def big_log(lines: int = 120_000) -> str:
+    """A ~3.6 MB log spanning several pieces, with important lines in different pieces and odd characters."""
+    rows = [f'2026-11-29 12:00:{i % 60:02d} INFO worker step {i} ok, naïve ✓' for i in range(1, lines + 1)]
+    for at in (17, 40_001, 65_536, 99_999):
+        rows[at] = f'2026-11-29 ERROR step {at} failed: ConnectionResetError (lone \udcff surrogate)'
+    rows[lines - 2] = 'FAILED tests/test_api.py::test_login - AssertionError'
+    return '\n'.join(rows) + '\nexit status 1\n'
+
+
+def records(count: int = 50_000) -> list[dict[str, Any]]:
+    return [{'id': n, 'name': f'user-{n}', 'status': 'failed' if n % 997 == 0 else 'ok'} for n in range(count)]
+
+
+def test_the_local_store_streams_and_a_wrapper_without_it_does_not() -> None:
+    assert isinstance(LocalFileStore(), StreamWritableStore)
+    assert not isinstance(PlainWriteStore(LocalFileStore()), StreamWritableStore)
+
+
+@pytest.mark.parametrize('value', [big_log(), records()], ids=['log', 'list of dicts'])
+async def test_a_streamed_spill_stores_and_shows_exactly_what_a_plain_write_does(tmp_path: Path, value: Any) -> None:
+    streamed_store = LocalFileStore(base_dir=tmp_path / 'streamed')
+    plain_store = LocalFileStore(base_dir=tmp_path / 'plain')
+    streamed = await run_tool(OverflowingToolOutput(store=streamed_store), value)
+    plain = await run_tool(OverflowingToolOutput(store=PlainWriteStore(plain_store)), value)
+
+    assert streamed.returned() == plain.returned()
+    assert streamed.returns()[0].metadata == plain.returns()[0].metadata
+    handle = streamed.returns()[0].metadata['overflow_handle']
+    expected = stored_form(render_value(value))[1]
+    assert len(expected) > 2 * _PIECE_CHARS  # several pieces, important lines in more than one
+    assert await streamed_store.read(handle) == expected == await plain_store.read(handle)
+    assert f'{count_lines(expected.decode("utf-8", "surrogatepass")):,} lines' in streamed.returned()
+
+
+async def test_the_sidecar_is_published_with_the_streamed_payload(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    text = big_log()
+    written = await store.write_stream(
+        'run/call/0', iter([text[:1000].encode('utf-8', 'surrogatepass'), text[1000:].encode('utf-8', 'surrogatepass')])
+    )
+    sidecars = list((tmp_path / 'spill').rglob('*.idx'))
+    assert len(sidecars) == 1  # there as soon as write_stream returns: no background indexing
+    index = await store.line_index(written.handle)
+    assert index.line_count == written.index.line_count == count_lines(text)
+    assert index.newlines_before == written.index.newlines_before
+
+
+async def test_write_stream_never_replaces_a_payload(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    first = await store.write_stream('run/call/0', iter([b'one\n', b'two\n']))
+    again = await store.write_stream('run/call/0', iter([b'one\ntwo\n']))
+    other = await store.write_stream('run/call/0', iter([b'three\n']))
+    plain = await store.write('run/call/0', b'one\ntwo\n')
+    assert first.handle == again.handle == plain == 'run/call/0'
+    assert other.handle != first.handle
+    assert await store.read(first.handle) == b'one\ntwo\n'
+    assert await store.read(other.handle) == b'three\n'
+
+
+def _failing_pieces() -> Iterator[bytes]:
+    yield b'half of a payload\n'
+    raise OSError('the tool output stream broke')
+
+
+async def test_a_stream_that_fails_midway_publishes_nothing(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    with pytest.raises(OSError, match='stream broke'):
+        await store.write_stream('run/call/0', _failing_pieces())
+    assert await store.list() == []
+    leftovers = [name for _, _, files in os.walk(tmp_path / 'spill') for name in files if name != '.prune-lock']
+    assert leftovers == []
+
+
+async def test_pieces_abandoned_before_their_end_are_never_published(tmp_path: Path) -> None:
+    """A write whose deadline passed keeps running in its thread: it must fail, not publish part of the payload."""
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    relay = _Relay()
+    pieces = relay.pieces()
+    relay.abandon()
+    with pytest.raises(_PiecesStopped):
+        await store.write_stream('run/call/0', pieces)
+    assert await store.list() == []
+
+
+async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written(tmp_path: Path) -> None:
+    class BrokenScan:
+        def feed(self, data: bytes, base: int = 0) -> None:
+            raise RuntimeError('scan broke')
+
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    relay = _Relay()
+    text = big_log()
+    written = None
+    async with anyio.create_task_group() as group:
+
+        async def encode() -> None:
+            with pytest.raises(RuntimeError, match='scan broke'):
+                await anyio.to_thread.run_sync(relay.encode_and_scan, text, BrokenScan())  # pyright: ignore[reportArgumentType]
+
+        group.start_soon(encode)
+        written = await store.write_stream('run/call/0', relay.pieces())
+    assert written is not None
+    assert await store.read(written.handle) == text.encode('utf-8', 'surrogatepass')
+
+
+JSON_CORPUS: list[Any] = [
+    {'int': 1, 'big': 2**70, 'huge': 10**50, 'negative': -7, 'zero': 0.0, 'minus zero': -0.0},
+    {'floats': [0.1, 1.0, 100.0, 1234567.0, 1e16, 1e21, 1e22, 1.5e300, 5e-324, 123456789012345680000.0]},
+    {'unicode': 'naïve ✓ 😀 中文', 'controls': '\x00\x1f\x7f\u2028"\\/', 'newline': 'a\nb\tc\r'},
+    [[], {}, [[]], {'a': {}}, None, True, False],
+    [{'id': n, 'tags': ['x', 'y'], 'nested': {'deep': [n, {'k': None}]}} for n in range(50)],
+]
+
+
+@pytest.mark.parametrize('value', JSON_CORPUS)
+def test_the_native_indented_form_is_what_python_json_writes(value: Any) -> None:
+    """One native pass writes what `json.dumps(parsed, indent=1, ensure_ascii=False)` wrote, byte for byte."""
+    import json
+
+    import pydantic_core
+
+    rendered = render_value(value)
+    reference = json.dumps(pydantic_core.from_json(rendered.text), indent=1, ensure_ascii=False)
+    assert stored_form(rendered) == (reference, reference.encode())
+
+
+def test_the_native_indented_form_writes_numbers_as_the_model_saw_them() -> None:
+    """The one difference, by decision: small exponents as in the compact JSON (`1e-7`), not Python's `1e-07`."""
+    rendered = render_value({'tiny': 1e-7})
+    assert rendered.text == '{"tiny":1e-7}'
+    assert stored_form(rendered)[0] == '{\n "tiny": 1e-7\n}'
+
+
+def test_a_best_effort_rendering_with_lone_surrogates_is_stored_indented() -> None:
+    rendered = render_value({'bad': '\udcff', 'object': object()})
+    assert rendered.lossy
+    text, data = stored_form(rendered)
+    assert text.startswith('{\n "bad": "\udcff"')
+    assert data == text.encode('utf-8', 'surrogatepass')
+
+
+LARGE_ARRAYS: list[Any] = [
+    records(),
+    tuple(records(30_000)),
+    [n if n % 3 else str(n) for n in range(200_000)],
+    [[n, [n, n], {'k': [1] * (n % 5)}] for n in range(60_000)],
+    [1.5] * 150_000,
+    [{'first': 'x' * 300_000}] + [{'n': n} for n in range(100)],  # the first element fills the whole sample
+]
+
+
+@pytest.mark.parametrize('value', LARGE_ARRAYS, ids=range(len(LARGE_ARRAYS)))
+def test_a_large_array_is_sketched_from_a_sample_exactly_as_from_all_of_it(value: Any) -> None:
+    from pydantic_ai_harness.overflowing_tool_output._capability import (
+        _SKETCH_SAMPLE_CHARS,
+        _shape_of,
+    )
+    from pydantic_ai_harness.overflowing_tool_output._preview import shape_sketch
+
+    rendered = render_value(value)
+    assert len(rendered.text) > _SKETCH_SAMPLE_CHARS
+    assert _shape_of(rendered) == shape_sketch(render_value(value).jsonable)
