@@ -757,10 +757,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
         large = len(rendered.text) > _OFF_LOOP_BYTES
-        # Into the run's workspace when one is attached (a plain write), else the configured store, streamed if it can.
-        store = store_for_run(self._resolved_store, ctx, self.workspace)
-        if large and not ctx.in_durable_context and isinstance(store, StreamWritableStore):
-            return await self._spill_streamed(store, action, ctx, call, rendered, key, tokens)
+        if large and not ctx.in_durable_context:
+            # Into the run's workspace when one is attached (a plain write), else the configured store, streamed
+            # when it can be. (Durable workflow code may not touch the workspace: there the durable write decides.)
+            store = store_for_run(self._resolved_store, ctx, self.workspace)
+            if isinstance(store, StreamWritableStore):
+                return await self._spill_streamed(store, action, ctx, call, rendered, key, tokens)
         pageable, data, lines = await _off_loop(ctx, partial(_stored_with_lines, rendered), large=large)
         scan = ImportantLinesScan()
         handle: str | None = None
