@@ -36,7 +36,7 @@ from ._events import (
     overflow_report,
     record_on_span,
 )
-from ._markers import unrenderable_note
+from ._markers import NARROWER_ADVICE, unrenderable_note
 from ._preview import (
     _MIXED_SAMPLE,  # pyright: ignore[reportPrivateUsage]
     ImportantLine,
@@ -465,7 +465,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         rendered_value = await _off_loop(
             ctx, partial(render_value, value, strip_ansi=self.strip_ansi), large=self.strip_ansi and _large_text(value)
         )
-        new_value = await self._reduce_unit(ctx, call, bands, rendered_value, value, 'return_value')
+        # Advice to call the tool again with narrower arguments only fits a tool that takes some.
+        takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
+        new_value = await self._reduce_unit(
+            ctx, call, bands, rendered_value, value, 'return_value', takes_arguments=takes_arguments
+        )
         new_content = None
         if content is not None:
             rendered = render_content(content)
@@ -473,7 +477,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 rendered = await _off_loop(
                     ctx, partial(render_value, rendered.text, strip_ansi=True), large=_large_text(rendered.text)
                 )
-            new_content = await self._reduce_unit(ctx, call, bands, rendered, content, 'content')
+            new_content = await self._reduce_unit(
+                ctx, call, bands, rendered, content, 'content', takes_arguments=takes_arguments
+            )
         if new_value is None and new_content is None:
             return envelope if envelope is not None else value
         return _reassemble(envelope, value, content, new_value, new_content)
@@ -486,6 +492,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         rendered: Rendered,
         original: Any,
         unit: UnitName,
+        *,
+        takes_arguments: bool = True,
     ) -> _Reduced | None:
         size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
         if tokenizer_error is not None:
@@ -508,7 +516,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             tried.append(type(action).__name__)
             # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
             tokens = size if self.over_tokens else estimate_tokens(rendered.text)
-            reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens)
+            reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens, takes_arguments)
             if reduced is not None and _not_smaller(reduced, rendered):
                 if not isinstance(action, Summarize):
                     # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
@@ -552,6 +560,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         rendered: Rendered,
         unit: UnitName,
         tokens: int,
+        takes_arguments: bool = True,
     ) -> tuple[_Reduced | None, str]:
         """Run one action. Returns the replacement, or `None` and why it could not run."""
         if isinstance(action, Passthrough):
@@ -559,7 +568,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if isinstance(action, Truncate):
             if rendered.kind == 'binary':
                 return None, 'binary data cannot be truncated'
-            return _Reduced(truncate_rendered(rendered, action.max_chars, action.strategy), 'truncate'), ''
+            cut = truncate_rendered(rendered, action.max_chars, action.strategy)
+            return _Reduced(cut if takes_arguments else cut.replace(NARROWER_ADVICE, ''), 'truncate'), ''
         if isinstance(action, Spill):
             return await self._spill(action, ctx, call, rendered, unit, tokens)
         return await self._summarize(action, ctx, call, rendered, unit)

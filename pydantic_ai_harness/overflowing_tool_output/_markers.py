@@ -27,6 +27,10 @@ def format_bytes(n: int) -> str:
     raise AssertionError('unreachable')  # pragma: no cover
 
 
+NARROWER_ADVICE = '; call the tool again with narrower arguments to see them'
+"""The advice a truncation marker ends with; left out for a tool that takes no arguments."""
+
+
 def truncation_marker(
     *, omitted: int, total: int, first_line: int, last_line: int, where: Literal['start', 'middle', 'end', 'all']
 ) -> str:
@@ -42,8 +46,7 @@ def truncation_marker(
     lines = f'line {first_line:,}' if first_line == last_line else f'lines {first_line:,}-{last_line:,}'
     what = {'start': 'the first', 'middle': 'the middle', 'end': 'the last', 'all': 'all'}[where]
     return (
-        f'[truncated: {what} {omitted:,} of {total:,} characters ({lines}) omitted here and not kept; '
-        'call the tool again with narrower arguments to see them]'
+        f'[truncated: {what} {omitted:,} of {total:,} characters ({lines}) omitted here and not kept{NARROWER_ADVICE}]'
     )
 
 

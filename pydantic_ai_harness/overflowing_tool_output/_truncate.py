@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from ._bands import TruncationStrategy
-from ._markers import truncation_marker
+from ._markers import NARROWER_ADVICE, truncation_marker
 from ._render import Rendered
 
 __all__ = ('Cut', 'truncate_rendered', 'truncate_structured', 'truncate_text')
@@ -95,6 +95,9 @@ def _marker_for(text: str, cut: Cut, total: int, strategy: TruncationStrategy) -
     last_line = first_line + text.count('\n', cut.head_end, cut.tail_start)
     if cut.tail_start < total and text[cut.tail_start - 1] == '\n':
         last_line -= 1  # the tail starts on a fresh line, so the newline ended the last omitted line
+    elif cut.tail_start == total and text.endswith('\n'):
+        last_line -= 1  # a final newline ends the last line; it does not start another
+    last_line = max(first_line, last_line)
     where = _CUT_PLACE[strategy]
     marker = truncation_marker(omitted=omitted, total=total, first_line=first_line, last_line=last_line, where=where)
     # The marker sits on a line of its own.
@@ -117,7 +120,7 @@ MIN_PART_CHARS = 200
 _TRUNCATED_KEY = '[truncated]'
 """The key of the marker entry in a truncated dict."""
 
-_AGAIN = 'omitted here and not kept; call the tool again with narrower arguments to see them'
+_AGAIN = f'omitted here and not kept{NARROWER_ADVICE}'
 
 
 def truncate_rendered(rendered: Rendered, max_chars: int, strategy: TruncationStrategy) -> str:

@@ -1,18 +1,20 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
 from inline_snapshot import snapshot
+from pydantic_ai import Agent
 
 from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, Truncate
 from pydantic_ai_harness.overflowing_tool_output._bands import MIN_TRUNCATE_CHARS, TruncationStrategy
 from pydantic_ai_harness.overflowing_tool_output._render import render_value
 from pydantic_ai_harness.overflowing_tool_output._truncate import truncate_rendered, truncate_structured, truncate_text
 
-from .conftest import run_tool
+from .conftest import Run, call_tools_once, run_tool
 
 LOG = ''.join(f'line {i:04d} ' + 'x' * 30 + '\n' for i in range(1, 201))
 
@@ -216,3 +218,31 @@ async def test_an_agent_run_truncates_a_json_return_to_valid_json() -> None:
     [marker] = [item for item in parsed if isinstance(item, str)]
     assert marker.startswith('[truncated: items ') and 'of 500) omitted here and not kept' in marker
     assert run.returns()[0].metadata['overflow_action'] == 'truncate'
+
+
+def test_the_marker_counts_lines_exactly_when_the_text_ends_with_a_newline() -> None:
+    text = ''.join(f'row {i:04d} ' + 'x' * 40 + '\n' for i in range(1, 1_001))  # 1,000 lines, a final newline
+    for strategy in TruncationStrategy:
+        cut = truncate_text(text, 5_000, strategy)
+        lines = re.search(r'\(lines? ([\d,]+)(?:-([\d,]+))?\)', cut)
+        assert lines is not None, cut
+        last = int((lines.group(2) or lines.group(1)).replace(',', ''))
+        assert last <= 1_000, (strategy, lines.group(0))
+    head = truncate_text(text, 5_000, TruncationStrategy.head)
+    assert re.search(r'\(lines [\d,]+-1,000\)', head), head[-300:]
+
+
+@pytest.mark.anyio
+async def test_the_marker_advises_narrower_arguments_only_to_a_tool_that_takes_some() -> None:
+    capability = OverflowingToolOutput(bands=[Band(over=1_000, action=Truncate())])
+    without = await run_tool(capability, 'line\n' * 5_000)
+    assert 'omitted here and not kept]' in without.returned() and 'narrower arguments' not in without.returned()
+
+    agent = Agent(call_tools_once(('search', {'query': 'all'})), capabilities=[capability])
+
+    @agent.tool_plain
+    def search(query: str) -> str:
+        return f'{query}\n' * 5_000
+
+    result = Run((await agent.run('go')).all_messages())
+    assert 'call the tool again with narrower arguments to see them]' in result.returned()
