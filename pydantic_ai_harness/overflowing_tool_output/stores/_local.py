@@ -324,31 +324,13 @@ def _stem(handle: str, names: list[str]) -> str:
     return candidate[-1]
 
 
-def _holds(directory: _Dir, name: str, data: bytes) -> Literal['missing', 'same', 'different']:
-    """Whether the file `name` is missing, holds exactly `data`, or holds something else (or is not a file)."""
-    try:
-        fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
-    except FileNotFoundError:
-        return 'missing'
-    except (OSError, HandleNotFoundError):
-        return 'different'  # A planted link, a directory, no permission: never ours to reuse.
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
-            return 'different'
-        position = 0
-        while position < len(data):
-            block = _read_exact(fd, position, min(_READ_BLOCK, len(data) - position))
-            if not block or block != data[position : position + len(block)]:
-                return 'different'
-            position += len(block)
-        return 'same'
-    finally:
-        os.close(fd)
+def _holds(
+    directory: _Dir, name: str, size: int, ours: Callable[[int, int], bytes]
+) -> Literal['missing', 'same', 'different']:
+    """Whether the file `name` is missing, holds exactly our `size` bytes, or holds something else (or is not a file).
 
-
-def _holds_file(directory: _Dir, name: str, temp: str, size: int) -> Literal['missing', 'same', 'different']:
-    """Like `_holds`, comparing the file `name` with the temp file `temp` (of `size` bytes), block by block."""
+    `ours(start, length)` reads our bytes; the file is compared with them block by block.
+    """
     try:
         fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
     except FileNotFoundError:
@@ -359,20 +341,30 @@ def _holds_file(directory: _Dir, name: str, temp: str, size: int) -> Literal['mi
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             return 'different'
-        ours = directory.open(temp, os.O_RDONLY)
-        try:
-            position = 0
-            while position < size:
-                length = min(_READ_BLOCK, size - position)
-                block = _read_exact(fd, position, length)
-                if not block or block != _read_exact(ours, position, length):
-                    return 'different'
-                position += len(block)
-            return 'same'
-        finally:
-            os.close(ours)
+        position = 0
+        while position < size:
+            length = min(_READ_BLOCK, size - position)
+            block = _read_exact(fd, position, length)
+            if not block or block != ours(position, length):
+                return 'different'
+            position += len(block)
+        return 'same'
     finally:
         os.close(fd)
+
+
+def _holds_data(directory: _Dir, name: str, data: bytes) -> Literal['missing', 'same', 'different']:
+    """`_holds` against bytes in memory."""
+    return _holds(directory, name, len(data), lambda start, length: data[start : start + length])
+
+
+def _holds_file(directory: _Dir, name: str, temp: str, size: int) -> Literal['missing', 'same', 'different']:
+    """`_holds` against the temp file `temp` (of `size` bytes)."""
+    ours = directory.open(temp, os.O_RDONLY)
+    try:
+        return _holds(directory, name, size, lambda start, length: _read_exact(ours, start, length))
+    finally:
+        os.close(ours)
 
 
 def _link_exclusive(directory: _Dir, temp: str, target: str) -> bool:
@@ -698,7 +690,7 @@ class LocalFileStore:
                 stem = _stem(candidate, names)
                 target = stem + _PAYLOAD_SUFFIX
                 for _ in range(_WRITE_ATTEMPTS):
-                    holds = _holds(directory, target, data)
+                    holds = _holds_data(directory, target, data)
                     if holds != 'missing':
                         break
                     if temp is None or identity is None:
