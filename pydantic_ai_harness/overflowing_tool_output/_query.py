@@ -50,9 +50,6 @@ SCAN_BLOCK = 4 << 20
 WINDOW_BLOCK = 256 << 10
 """Bytes read per step while collecting a window of lines."""
 
-LONG_LINE_SEARCH_LIMIT = SCAN_BLOCK
-"""A line longer than this is searched in its first `LONG_LINE_SEARCH_LIMIT` bytes only (literal patterns)."""
-
 
 _T = TypeVar('_T')
 
@@ -707,8 +704,9 @@ async def grep_lines_backward(
                 line_number = await line_of_offset(payload, position - 1)
                 line_begin = await line_start(payload, line_number)
                 head = await payload.read_range(line_begin, min(position, line_begin + SCAN_BLOCK))
-                head = head[: len(head) - 1] if line_begin + len(head) == position and head.endswith(b'\n') else head
-                hit_at, hit_end = await _search_long_line(head, matcher, pacer, long)
+                whole = line_begin + len(head) == position
+                head = head[: len(head) - 1] if whole and head.endswith(b'\n') else head
+                hit_at, hit_end = await _search_long_line(head, matcher, pacer, long, whole=whole)
                 if hit_at != -1:
                     total += 1
                     found.insert(0, Hit(line_number + 1, line_begin, line_begin + hit_at, line_begin + hit_end))
@@ -808,12 +806,19 @@ class _LongLines:
             self.limit = limit if not self.limit else min(self.limit, limit)
 
 
-async def _search_long_line(head: bytes, matcher: Matcher, pacer: Pacer | None, long: _LongLines) -> tuple[int, int]:
-    """Search the start of a line too long to search whole (`head` is as much of it as was read)."""
+async def _search_long_line(
+    head: bytes, matcher: Matcher, pacer: Pacer | None, long: _LongLines, *, whole: bool = False
+) -> tuple[int, int]:
+    """Search the start of a line too long to search in one block (`head` is as much of it as was read).
+
+    `whole` says `head` is the entire line: then it is searched in part only if the pacer cuts it.
+    """
     limit = len(head) if pacer is None else min(len(head), pacer.line_limit())
-    long.add(1, limit)
+    cut = limit < len(head) or not whole
+    if cut:
+        long.add(1, limit)
     found, found_end = await _in_worker(partial(matcher.search, head, 0, limit))
-    if matcher.literal is None and found_end == limit:
+    if cut and matcher.literal is None and found_end == limit:
         # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
         return -1, -1
     return found, found_end
@@ -827,10 +832,14 @@ async def grep_bytes(
     Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
     """
     size = payload.size
-    pacer = Pacer(matcher) if matcher.literal is None else None
-    # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
-    # window itself, so a costly pattern's searches stay short.
-    overlap = len(matcher.literal) - 1 if matcher.literal is not None else min(4096, Pacer(matcher).window())
+    pacer: Pacer | None = None
+    if matcher.literal is not None:
+        overlap = len(matcher.literal) - 1
+    else:
+        # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
+        # window itself, so a costly pattern's searches stay short.
+        pacer = Pacer(matcher)
+        overlap = min(4096, pacer.window())
     hits: list[Hit] = []
     total = 0
     position = max(0, start)

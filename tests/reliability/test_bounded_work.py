@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import re2
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from pydantic_ai import Agent
 from pydantic_ai.messages import ToolReturnPart
 
@@ -377,6 +377,7 @@ class _WholeReadStore:
     block=st.sampled_from([8, 16, 64, 1 << 20]),
     end_back=st.integers(0, 5),
 )
+@example(lines=['aaaaaaaax'], needle='x', room=1, block=8, end_back=0)  # a one-line payload read whole
 def test_backward_scans_find_exactly_the_last_matches(
     monkeypatch: pytest.MonkeyPatch, lines: list[str], needle: str, room: int, block: int, end_back: int
 ) -> None:
