@@ -38,6 +38,8 @@ from jsonpath_rfc9535.selectors import (
 from jsonpath_rfc9535.serialize import canonical_string
 from jsonpath_rfc9535.tokens import TokenType
 
+from .._gil import past
+
 __all__ = ('JsonMatch', 'JsonQueryError', 'JsonQueryLimits', 'JsonQueryResult', 'NotQueryableError', 'query_json')
 
 Location = tuple[str | int, ...]
@@ -243,7 +245,7 @@ class _Sink:
 
     def tick(self, line: int) -> None:
         self.reached_line = max(self.reached_line, line)
-        if time.monotonic() > self.deadline:
+        if past(self.deadline):
             raise _Stop
 
     def add(self, location: Location, value: Any, anchor: _Node, relative: Location) -> None:

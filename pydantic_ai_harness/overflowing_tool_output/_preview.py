@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
+from .._gil import hand_over
 from ._markers import format_bytes, spill_header, spill_how_to_read
 from .stores._line_index import LineIndex
 
@@ -221,6 +222,7 @@ def _candidate_regions(data: bytes, finder: _LiteralFinder) -> Iterator[tuple[in
         else:
             newline = data.find(b'\n', cut - 1)
             block_end = size if newline == -1 else newline + 1
+        hand_over()
         hit = finder.first(data, position, block_end)
         if hit != -1:
             yield max(position, data.rfind(b'\n', position, hit) + 1), block_end
@@ -292,6 +294,8 @@ class ImportantLinesScan:
                 self._scanned += 1
                 if self._scanned > _MAX_MATCHES_SCANNED:
                     return
+                if self._scanned % 64 == 0:
+                    hand_over()
                 at = match.start()
                 same_line = start <= at < end
                 if not same_line:

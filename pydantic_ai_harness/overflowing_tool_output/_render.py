@@ -14,6 +14,8 @@ import pydantic
 import pydantic_core
 from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
 
+from .._gil import hand_over
+
 __all__ = (
     'Rendered',
     'estimate_tokens',
@@ -116,6 +118,7 @@ def strip_ansi_codes(text: str) -> str:
     stops = _StringStops(text)
     position = start.start()
     while True:
+        hand_over()  # off the event loop above 32 KiB: keep handing the GIL back to it
         end, skip_to = _sequence_at(text, position, stops)
         if end != -1:
             kept.append(text[kept_from:position])
