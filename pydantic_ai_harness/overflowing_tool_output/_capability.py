@@ -59,7 +59,15 @@ from ._render import (
     stored_text,
 )
 from ._secrets import Redactor, SecretRedaction
-from ._spec import BandSpec, StoreSpec, parse_bands, parse_store
+from ._spec import (
+    BandSpec,
+    StoreSpec,
+    parse_bands,
+    parse_redaction,
+    parse_step_budget,
+    parse_store,
+    parse_workspace,
+)
 from ._step_budget import STEP_ACTIONS, StepBudget, StepReturn, plan_step, step_calls, step_note
 from ._summarize import OverflowConfigurationError, Summary, SummaryRequest, mark_summary, summarize_text
 from ._tools import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID, build_query_toolset
@@ -273,15 +281,22 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         over_tokens: bool = False,
         strip_ansi: bool = False,
         summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
-        store: StoreSpec | None = None,
+        store: StoreSpec | Mapping[str, Any] | None = None,
         id: str | None = 'overflowing_tool_output',
+        workspace: bool | Mapping[str, Any] | None = True,
+        redact_secrets: bool | Mapping[str, Any] | None = False,
+        step_budget: int | Mapping[str, Any] | None = None,
     ) -> OverflowingToolOutput[Any]:
         """Build the capability from plain data, as `Agent.from_spec` / `Agent.from_file` pass it.
 
         Bands are `{'over': 10000, 'action': 'Spill'}`; an action is its name or `{Name: {field: value}}`,
         e.g. `{'Truncate': {'strategy': 'tail', 'max_chars': 4000}}` or `{'Spill': {'then': 'Truncate'}}`.
-        `store` configures the `LocalFileStore` (`base_dir`, `cleanup_after` as seconds or `'6h'`). A bad value
-        raises `ValueError` naming the field, e.g. `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
+        `store` configures the `LocalFileStore` (`base_dir`, `cleanup_after` as seconds or `'6h'`), or names
+        a fleet store: `{'RedisStore': {'url': ...}}`, `{'ObjectStore': {'url': 's3://bucket', 'config': ...}}`.
+        `workspace` is `true` (the default), `false`, or `WorkspaceSpill`'s fields; `redact_secrets` is `true`
+        or `SecretRedaction`'s fields (`keep_original_in` a store spec); `step_budget` a size or
+        `{'max_size': ..., 'action': ...}`. A bad value raises `ValueError` naming the field, e.g.
+        `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
         """
         return cls(
             bands=parse_bands(bands, 'bands') if bands is not None else default_bands(),
@@ -292,6 +307,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             summary_prompt=summary_prompt,
             store=parse_store(store, 'store') if store is not None else None,
             id=id,
+            workspace=parse_workspace(workspace, 'workspace'),
+            redact_secrets=parse_redaction(redact_secrets, 'redact_secrets'),
+            step_budget=parse_step_budget(step_budget, 'step_budget'),
         )
 
     # --- hooks ---------------------------------------------------------------------------------------

@@ -11,10 +11,23 @@ from typing import Any, TypeAlias, cast
 from typing_extensions import NotRequired, TypedDict
 
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
-from .stores import LocalFileStore
+from ._secrets import SecretRedaction
+from ._step_budget import StepBudget
+from .stores import LocalFileStore, OverflowStore, WorkspaceSpill
 from .stores._ttl import normalize_ttl
 
-__all__ = ('ActionSpec', 'BandSpec', 'StoreSpec', 'parse_action', 'parse_bands', 'parse_duration', 'parse_store')
+__all__ = (
+    'ActionSpec',
+    'BandSpec',
+    'StoreSpec',
+    'parse_action',
+    'parse_bands',
+    'parse_duration',
+    'parse_redaction',
+    'parse_step_budget',
+    'parse_store',
+    'parse_workspace',
+)
 
 ActionSpec: TypeAlias = str | dict[str, dict[str, Any] | None]
 """`'Spill'`, or `{'Truncate': {'max_chars': 2000, 'strategy': 'tail', 'then': ...}}`."""
@@ -31,13 +44,21 @@ class BandSpec(TypedDict):
 
 
 class StoreSpec(TypedDict):
-    """The default `LocalFileStore` as data."""
+    """A `LocalFileStore` as data; `{'RedisStore': {...}}` and `{'ObjectStore': {...}}` name the fleet stores."""
 
     base_dir: NotRequired[str]
     """The store root; default: a per-user directory under the system temp dir."""
 
     cleanup_after: NotRequired[int | float | str]
     """Prune payloads older than this: seconds, or a duration such as `'6h'`, `'30m'`, `'2d'`."""
+
+
+_STORE_FIELDS: dict[str, frozenset[str]] = {
+    'LocalFileStore': frozenset({'base_dir', 'cleanup_after'}),
+    'RedisStore': frozenset({'url', 'namespace', 'cleanup_after', 'max_bytes', 'socket_timeout'}),
+    'ObjectStore': frozenset({'url', 'config', 'client_options', 'prefix', 'cleanup_after', 'max_bytes'}),
+}
+"""The fields each store takes as data (clients and backends are objects, so they come as URLs)."""
 
 
 class SpecError(ValueError):
@@ -140,19 +161,152 @@ def parse_duration(value: Any, where: str) -> timedelta:
     return cast('timedelta', ttl)  # None was refused above
 
 
-def parse_store(spec: Any, where: str) -> LocalFileStore:
-    """Build the `LocalFileStore` a spec describes."""
+def parse_store(spec: Any, where: str) -> OverflowStore:
+    """Build the store a spec describes: `{'base_dir': ..., 'cleanup_after': ...}` (a `LocalFileStore`), or
+    `{'LocalFileStore' | 'RedisStore' | 'ObjectStore': {field: value}}`.
+    """
     if not isinstance(spec, Mapping):
-        raise SpecError(f"{where}: expected a mapping such as {{'base_dir': '/var/tmp/spills', 'cleanup_after': '6h'}}")
+        raise SpecError(
+            f"{where}: expected a mapping such as {{'base_dir': '/var/tmp/spills', 'cleanup_after': '6h'}} "
+            f"or {{'RedisStore': {{'url': 'redis://localhost:6379/0'}}}}"
+        )
     options = cast('Mapping[str, Any]', spec)
-    unknown = set(options) - {'base_dir', 'cleanup_after'}
+    if len(options) == 1 and next(iter(options)) in _STORE_FIELDS:
+        [(kind, raw)] = options.items()
+        if raw is not None and not isinstance(raw, Mapping):
+            raise SpecError(f'{where}.{kind}: expected a mapping of options, got {type(raw).__name__}')
+        return _build_store(kind, cast('Mapping[str, Any]', raw or {}), f'{where}.{kind}')
+    return _build_store('LocalFileStore', options, where)
+
+
+def _build_store(kind: str, options: Mapping[str, Any], where: str) -> OverflowStore:
+    allowed = _STORE_FIELDS[kind]
+    unknown = set(options) - allowed
     if unknown:
-        raise SpecError(f"{where}.{min(unknown)}: unknown field; expected 'base_dir' or 'cleanup_after'")
-    base_dir = options.get('base_dir')
-    if base_dir is not None and not isinstance(base_dir, str):
-        raise SpecError(f'{where}.base_dir: expected a directory path, got {type(base_dir).__name__} {base_dir!r}')
-    cleanup = options.get('cleanup_after')
-    return LocalFileStore(
-        base_dir=base_dir,
-        cleanup_after=parse_duration(cleanup, f'{where}.cleanup_after') if cleanup is not None else None,
-    )
+        kinds = ', '.join(sorted(_STORE_FIELDS))
+        raise SpecError(
+            f'{where}.{min(unknown)}: unknown field; {kind} takes {", ".join(sorted(allowed))} '
+            f'(a store of another kind is named as a single key: one of {kinds})'
+        )
+    kwargs: dict[str, Any] = dict(options)
+    if kwargs.get('cleanup_after') is not None:
+        kwargs['cleanup_after'] = parse_duration(kwargs['cleanup_after'], f'{where}.cleanup_after')
+    for name in ('base_dir', 'url', 'namespace', 'prefix'):
+        if name in kwargs and kwargs[name] is not None and not isinstance(kwargs[name], str):
+            raise SpecError(f'{where}.{name}: expected a string, got {type(kwargs[name]).__name__} {kwargs[name]!r}')
+    if kind != 'LocalFileStore' and not kwargs.get('url'):
+        raise SpecError(f'{where}.url: missing; {kind} is built from a URL as data')
+    try:
+        if kind == 'LocalFileStore':
+            return LocalFileStore(**kwargs)
+        if kind == 'RedisStore':
+            from .stores._redis import RedisStore
+
+            return RedisStore(**kwargs)
+        return _object_store(kwargs, where)
+    except ImportError as exc:
+        extra = 'redis' if kind == 'RedisStore' else 's3'
+        raise SpecError(f'{where}: {kind} needs the `{extra}` extra ({exc})') from None
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f'{where}: {exc}') from None
+
+
+def _object_store(kwargs: dict[str, Any], where: str) -> OverflowStore:
+    from obstore.store import from_url  # pyright: ignore[reportUnknownVariableType]
+
+    from .stores._object import ObjectStore
+
+    backend_options: dict[str, Any] = {}
+    for name in ('config', 'client_options'):
+        value = kwargs.pop(name, None)
+        if value is not None and not isinstance(value, Mapping):
+            raise SpecError(f'{where}.{name}: expected a mapping, got {type(value).__name__}')
+        if value:
+            backend_options[name] = dict(cast('Mapping[str, Any]', value))
+    url = kwargs.pop('url')
+    try:
+        backend = from_url(url, **backend_options)
+    except Exception as exc:  # noqa: BLE001 - obstore raises its own error types for bad URLs and options
+        raise SpecError(f'{where}.url: obstore could not open {url!r}: {exc}') from None
+    return ObjectStore(store=backend, **kwargs)
+
+
+def parse_workspace(spec: Any, where: str) -> WorkspaceSpill | None:
+    """`true` (the default `WorkspaceSpill`), `false` / `null` (never the workspace), or its fields as a mapping."""
+    if spec is None or spec is False:
+        return None
+    if spec is True:
+        return WorkspaceSpill()
+    if isinstance(spec, WorkspaceSpill):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise SpecError(
+            f"{where}: expected true, false or a mapping such as {{'directory': '.overflow'}}, got {spec!r}"
+        )
+    options = dict(cast('Mapping[str, Any]', spec))
+    allowed = {f.name for f in fields(WorkspaceSpill)}
+    unknown = set(options) - allowed
+    if unknown:
+        raise SpecError(f'{where}.{min(unknown)}: unknown field; expected one of {", ".join(sorted(allowed))}')
+    if options.get('cleanup_after') is not None:
+        options['cleanup_after'] = parse_duration(options['cleanup_after'], f'{where}.cleanup_after')
+    try:
+        return WorkspaceSpill(**options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f'{where}: {exc}') from None
+
+
+def parse_redaction(spec: Any, where: str) -> SecretRedaction | None:
+    """`true` (the default rules), `false` / `null` (off), or `{'preset': ..., 'patterns': {kind: regex},
+    'keep_original_in': <a store spec>}`.
+    """
+    if spec is None or spec is False:
+        return None
+    if isinstance(spec, SecretRedaction):
+        return spec
+    if spec is True:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        raise SpecError(
+            f"{where}: expected true, false or a mapping such as {{'patterns': {{'Ticket': 'TKT-[0-9]+'}}}}"
+        )
+    options = dict(cast('Mapping[str, Any]', spec))
+    allowed = {f.name for f in fields(SecretRedaction)}
+    unknown = set(options) - allowed
+    if unknown:
+        raise SpecError(f'{where}.{min(unknown)}: unknown field; expected one of {", ".join(sorted(allowed))}')
+    if options.get('keep_original_in') is not None:
+        options['keep_original_in'] = parse_store(options['keep_original_in'], f'{where}.keep_original_in')
+    patterns = options.get('patterns')
+    if patterns is not None and not isinstance(patterns, Mapping):
+        raise SpecError(f'{where}.patterns: expected a mapping of kind -> RE2 pattern, got {type(patterns).__name__}')
+    try:
+        return SecretRedaction(**options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f'{where}: {exc}') from None
+
+
+def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
+    """`null`, a size (`40000`), or `{'max_size': 40000, 'action': <an action spec>}`."""
+    if spec is None or isinstance(spec, StepBudget):
+        return spec
+    options: dict[str, Any]
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        options = {'max_size': spec}
+    elif isinstance(spec, Mapping):
+        options = dict(cast('Mapping[str, Any]', spec))
+    else:
+        raise SpecError(
+            f"{where}: expected a size such as 40000 or {{'max_size': 40000, 'action': 'Spill'}}, got {spec!r}"
+        )
+    unknown = set(options) - {'max_size', 'action'}
+    if unknown:
+        raise SpecError(f"{where}.{min(unknown)}: unknown field; expected 'max_size' or 'action'")
+    if 'max_size' not in options:
+        raise SpecError(f'{where}.max_size: missing')
+    if options.get('action') is not None:
+        options['action'] = parse_action(options['action'], f'{where}.action')
+    try:
+        return StepBudget(**options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f'{where}: {exc}') from None
