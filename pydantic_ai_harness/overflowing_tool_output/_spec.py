@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import fields
 from datetime import timedelta
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias, TypeVar, cast
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -28,6 +28,8 @@ __all__ = (
     'parse_store',
     'parse_workspace',
 )
+
+_T = TypeVar('_T')
 
 ActionSpec: TypeAlias = str | dict[str, dict[str, Any] | None]
 """`'Spill'`, or `{'Truncate': {'max_chars': 2000, 'strategy': 'tail', 'then': ...}}`."""
@@ -243,17 +245,10 @@ def parse_workspace(spec: Any, where: str) -> WorkspaceSpill | None:
         raise SpecError(
             f"{where}: expected true, false or a mapping such as {{'directory': '.overflow'}}, got {spec!r}"
         )
-    options = dict(cast('Mapping[str, Any]', spec))
-    allowed = {f.name for f in fields(WorkspaceSpill)}
-    unknown = set(options) - allowed
-    if unknown:
-        raise SpecError(f'{where}.{min(unknown)}: unknown field; expected one of {", ".join(sorted(allowed))}')
+    options = _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(WorkspaceSpill)}, where)
     if options.get('cleanup_after') is not None:
         options['cleanup_after'] = parse_duration(options['cleanup_after'], f'{where}.cleanup_after')
-    try:
-        return WorkspaceSpill(**options)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f'{where}: {exc}') from None
+    return _built(WorkspaceSpill, options, where)
 
 
 def parse_redaction(spec: Any, where: str) -> SecretRedaction | None:
@@ -270,43 +265,44 @@ def parse_redaction(spec: Any, where: str) -> SecretRedaction | None:
         raise SpecError(
             f"{where}: expected true, false or a mapping such as {{'patterns': {{'Ticket': 'TKT-[0-9]+'}}}}"
         )
-    options = dict(cast('Mapping[str, Any]', spec))
-    allowed = {f.name for f in fields(SecretRedaction)}
-    unknown = set(options) - allowed
-    if unknown:
-        raise SpecError(f'{where}.{min(unknown)}: unknown field; expected one of {", ".join(sorted(allowed))}')
+    options = _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(SecretRedaction)}, where)
     if options.get('keep_original_in') is not None:
         options['keep_original_in'] = parse_store(options['keep_original_in'], f'{where}.keep_original_in')
     patterns = options.get('patterns')
     if patterns is not None and not isinstance(patterns, Mapping):
         raise SpecError(f'{where}.patterns: expected a mapping of kind -> RE2 pattern, got {type(patterns).__name__}')
-    try:
-        return SecretRedaction(**options)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f'{where}: {exc}') from None
+    return _built(SecretRedaction, options, where)
 
 
 def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
     """`null`, a size (`40000`), or `{'max_size': 40000, 'action': <an action spec>}`."""
     if spec is None or isinstance(spec, StepBudget):
         return spec
-    options: dict[str, Any]
     if isinstance(spec, int) and not isinstance(spec, bool):
-        options = {'max_size': spec}
-    elif isinstance(spec, Mapping):
-        options = dict(cast('Mapping[str, Any]', spec))
-    else:
+        spec = {'max_size': spec}
+    elif not isinstance(spec, Mapping):
         raise SpecError(
             f"{where}: expected a size such as 40000 or {{'max_size': 40000, 'action': 'Spill'}}, got {spec!r}"
         )
-    unknown = set(options) - {'max_size', 'action'}
-    if unknown:
-        raise SpecError(f"{where}.{min(unknown)}: unknown field; expected 'max_size' or 'action'")
+    options = _known_fields(cast('Mapping[str, Any]', spec), ('action', 'max_size'), where)
     if 'max_size' not in options:
         raise SpecError(f'{where}.max_size: missing')
     if options.get('action') is not None:
         options['action'] = parse_action(options['action'], f'{where}.action')
+    return _built(StepBudget, options, where)
+
+
+def _known_fields(spec: Mapping[str, Any], allowed: Collection[str], where: str) -> dict[str, Any]:
+    """`spec` as keyword arguments, or a `SpecError` naming its first unknown field and the known ones."""
+    unknown = set(spec) - set(allowed)
+    if unknown:
+        raise SpecError(f'{where}.{min(unknown)}: unknown field; expected one of {", ".join(sorted(allowed))}')
+    return dict(spec)
+
+
+def _built(factory: Callable[..., _T], options: dict[str, Any], where: str) -> _T:
+    """`factory(**options)`, its `TypeError` / `ValueError` re-raised as a `SpecError` naming `where`."""
     try:
-        return StepBudget(**options)
+        return factory(**options)
     except (TypeError, ValueError) as exc:
         raise SpecError(f'{where}: {exc}') from None
