@@ -26,7 +26,7 @@ import random
 import re
 import string
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,15 +240,28 @@ class ScriptedModel:
     """The `model_name` of the `FunctionModel`."""
 
     def __init__(
-        self, questions: Sequence[Question], *, count_tokens: Callable[[str], int] | None = None, seed: int = 0
+        self,
+        questions: Sequence[Question],
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        seed: int = 0,
+        call_ids: Iterable[str] | None = None,
     ) -> None:
+        """Set the script up.
+
+        Args:
+            questions: What the user asks, in order.
+            count_tokens: The tokenizer the books are kept with (default: ~4 characters per token).
+            seed: Seeds the tool call ids.
+            call_ids: The tool call ids to issue instead (e.g. `call_1`, `call_2`, ... to compare with short ids).
+        """
         self.questions = list(questions)
         self.trace = Trace()
         self._count = count_tokens or (lambda text: -(-len(text) // 4))
         self._cache: dict[int, tuple[int, int]] = {}
         self._question = 0
         self._call = 0
-        self._call_ids = provider_call_ids(seed)
+        self._call_ids = iter(call_ids) if call_ids is not None else provider_call_ids(seed)
         self._new_call()
 
     def model(self) -> FunctionModel:
