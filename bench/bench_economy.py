@@ -442,6 +442,8 @@ def economy_entries(outcomes: list[Outcome], short_ids: list[Outcome], tool_cost
         )
     )
     read_grep = tool_costs.get('read_tool_result', 0) + tool_costs.get('grep_tool_result', 0)
+    careful_rows = rows[('default', 'careful')]
+    per_request = {o.query_tool_definition_tokens // o.requests for o in careful_rows if o.requests}
     entries.append(
         Entry(
             'economy',
@@ -450,7 +452,8 @@ def economy_entries(outcomes: list[Outcome], short_ids: list[Outcome], tool_cost
             'tokens',
             f'<= {FIXED_COST_TARGET}',
             read_grep <= FIXED_COST_TARGET,
-            detail='; '.join(f'{name} {tokens}' for name, tokens in sorted(tool_costs.items())),
+            detail='; '.join(f'{name} {tokens}' for name, tokens in sorted(tool_costs.items()))
+            + f'; all query tools as sent together: {", ".join(map(str, sorted(per_request)))} per request',
         )
     )
     careful_default, bare = rows[('default', 'careful')], rows[('no capability', 'careful')]
