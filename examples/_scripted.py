@@ -1,20 +1,33 @@
-"""A scripted model that behaves like a careful one: it answers from what it is shown, and pages back when it must.
+"""Scripted models that behave like careful ones: they answer from what they are shown, and page back when they must.
 
-It never uses its own knowledge of the data. It reads the model-visible text of the last request (tool
-returns, previews, markers) and either finds the answer there or follows what a spill preview tells it:
-grep the stored output for the term the question is about, then read around the hit. A question may need
-several tool calls (pages of a paginated API); the model tries them one after another. When nothing it was
-shown holds the answer, it says so (`NOT FOUND`), as an honest model would. It also keeps the books: the
-input tokens of every request, counted over everything sent (messages and tool definitions).
+They never use their own knowledge of the data. Each reads the model-visible text of the last request (tool
+returns, previews, markers) and either finds the answer there or pages back into the stored output:
+
+- `CarefulModel` follows what it is told: grep the stored output for the term the question is about, then
+  make the read call the grep answer suggests, as given.
+- `ClaudeCodeModel` behaves like a model trained on Claude Code's Read and Grep tools: it passes a line number
+  it was shown as `offset` (starting a few lines above it) and reads a window of 50 lines, greps only when no
+  shown line names the term, and copies the handle from the spill preview verbatim.
+
+A question may need several tool calls (pages of a paginated API); the models try them one after another.
+When nothing they were shown holds the answer, they say so (`NOT FOUND`), as an honest model would. They
+also keep the books: the input tokens of every request, counted over everything sent (messages and tool
+definitions, the latter also apart), and they issue tool call ids the way a provider does (`call_` and 24
+random-looking characters), from a seeded generator so that runs repeat exactly.
 
 Used by `make demo` and by the context-economy benchmark.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import random
 import re
-from collections.abc import Callable, Sequence
+import string
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +51,10 @@ _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
 _GREP_OFFSET = re.compile(r'read around it: offset=(\d+)')
 _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
 _HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
+_SHOWN_LINE = re.compile(r'^[> ]*(\d+)\| (.*)$', re.MULTILINE)
 _RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})
+_QUERY_TOOLS = frozenset({'read_tool_result', 'grep_tool_result', 'query_tool_result'})
+_CALL_ID_ALPHABET = string.ascii_letters + string.digits
 
 
 @dataclass
@@ -77,8 +93,19 @@ class Trace:
     input_tokens_heuristic: int = 0
     """The same with the ~4-characters-per-token heuristic."""
 
+    tool_definition_tokens: int = 0
+    """Of `input_tokens`, the tool definitions: a fixed cost paid again with every request."""
+
+    query_tool_definition_tokens: int = 0
+    """Of `tool_definition_tokens`, the definitions of the query tools the capability adds."""
+
     peak_request_tokens: int = 0
     """The largest single request."""
+
+    @property
+    def message_tokens(self) -> int:
+        """Of `input_tokens`, everything but the tool definitions (prompts, tool calls and returns)."""
+        return self.input_tokens - self.tool_definition_tokens
 
 
 def cl100k_counter() -> Callable[[str], int]:
@@ -162,23 +189,91 @@ def visible_text(message: ModelMessage) -> str:
     return '\n'.join(part_text(part) for part in message.parts if isinstance(part, (ToolReturnPart, UserPromptPart)))
 
 
-class CarefulModel:
-    """The scripted model's brain: one question after another, each answered from visible text only."""
+def tool_definitions_text(tools: Sequence[Any]) -> str:
+    """The tool definitions of a request as one text to count (name, description and JSON schema of each)."""
+    return json.dumps([(t.name, t.description, t.parameters_json_schema) for t in tools])
 
-    def __init__(self, questions: Sequence[Question], *, count_tokens: Callable[[str], int] | None = None) -> None:
+
+def provider_call_ids(seed: int = 0) -> Iterator[str]:
+    """Tool call ids shaped like a provider's (`call_` and 24 letters and digits), from a seeded generator."""
+    rng = random.Random(seed)
+    while True:
+        yield 'call_' + ''.join(rng.choice(_CALL_ID_ALPHABET) for _ in range(24))
+
+
+@contextmanager
+def seeded_run_ids(seed: int = 0) -> Iterator[None]:
+    """While open, the run ids pydantic-ai assigns itself (UUIDv7, when `Agent.run` gets no `run_id`) come from a seed.
+
+    They keep the shape and length of real ones (a millisecond clock, then random bits), so handles and
+    everything built from them cost what they cost in production; only the randomness is seeded, so a run
+    repeats exactly. pydantic-ai draws the id in `_agent_graph` (`str(uuid7())`): that one name is swapped.
+    """
+    graph: Any = importlib.import_module('pydantic_ai._agent_graph')
+    if not hasattr(graph, 'uuid7'):  # pragma: no cover - only with a pydantic-ai that moved it
+        raise RuntimeError('pydantic_ai._agent_graph.uuid7 is gone: update seeded_run_ids for this pydantic-ai')
+    rng = random.Random(seed)
+    clock = [1_767_225_600_000]  # 2026-01-01T00:00:00Z, in milliseconds
+
+    def uuid7() -> uuid.UUID:
+        clock[0] += rng.randint(5, 5_000)
+        # unix_ts_ms (48 bits) | version 7 | rand_a (12) | variant 0b10 | rand_b (62), as RFC 9562 lays it out.
+        value = (clock[0] << 80) | (0x7 << 76) | (rng.getrandbits(12) << 64) | (0b10 << 62) | rng.getrandbits(62)
+        return uuid.UUID(int=value)
+
+    original = graph.uuid7
+    graph.uuid7 = uuid7
+    try:
+        yield
+    finally:
+        graph.uuid7 = original
+
+
+class ScriptedModel:
+    """The shared brain of the scripted models: one question after another, each answered from visible text only.
+
+    Subclasses decide how to page back into a stored output (`_page_back`); the rest (answering as soon as the
+    fact is in view, trying the next tool call, `NOT FOUND`, the books) is the same for all of them.
+    """
+
+    name = 'scripted-model'
+    """The `model_name` of the `FunctionModel`."""
+
+    def __init__(
+        self,
+        questions: Sequence[Question],
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+        seed: int = 0,
+        call_ids: Iterable[str] | None = None,
+    ) -> None:
+        """Set the script up.
+
+        Args:
+            questions: What the user asks, in order.
+            count_tokens: The tokenizer the books are kept with (default: ~4 characters per token).
+            seed: Seeds the tool call ids.
+            call_ids: The tool call ids to issue instead (e.g. `call_1`, `call_2`, ... to compare with short ids).
+        """
         self.questions = list(questions)
         self.trace = Trace()
         self._count = count_tokens or (lambda text: -(-len(text) // 4))
         self._cache: dict[int, tuple[int, int]] = {}
         self._question = 0
         self._call = 0
-        self._grepped = False
-        self._read = False
-        self._ids = 0
+        self._call_ids = iter(call_ids) if call_ids is not None else provider_call_ids(seed)
+        self._new_call()
 
     def model(self) -> FunctionModel:
         """A `FunctionModel` driven by this script."""
-        return FunctionModel(self._respond, model_name='careful-scripted-model')
+        return FunctionModel(self._respond, model_name=self.name)
+
+    def _new_call(self) -> None:
+        """Forget what was done with the previous tool call's output (a new call has a new output)."""
+
+    def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
+        """The retrieval call to make next after being shown `text`, or `None` when there is nothing left to try."""
+        raise NotImplementedError
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         usage = self._account(messages, info)
@@ -194,13 +289,13 @@ class CarefulModel:
             return self._reply(page_back, usage)
         if self._call + 1 < len(question.calls):
             self._call += 1
-            self._grepped = self._read = False
+            self._new_call()
             name, args = question.calls[self._call]
             return self._reply(self._tool_call(name, args), usage)
         return self._reply(self._answer(NOT_FOUND), usage)
 
     def _account(self, messages: list[ModelMessage], info: AgentInfo) -> RequestUsage:
-        """Count this request's input: every part of every message, plus the tool definitions."""
+        """Count this request's input: every part of every message, plus the tool definitions (also apart)."""
         self.trace.requests += 1
         exact = heuristic = 0
         for message in messages:
@@ -211,8 +306,13 @@ class CarefulModel:
                     self._cache[key] = (self._count(text), -(-len(text) // 4))
                 exact += self._cache[key][0]
                 heuristic += self._cache[key][1]
-        tools = json.dumps([(t.name, t.description, t.parameters_json_schema) for t in info.function_tools])
-        exact += self._count(tools)
+        tools = tool_definitions_text(info.function_tools)
+        tool_tokens = self._count(tools)
+        query_tools = [t for t in info.function_tools if t.name in _QUERY_TOOLS]
+        if query_tools:
+            self.trace.query_tool_definition_tokens += self._count(tool_definitions_text(query_tools))
+        self.trace.tool_definition_tokens += tool_tokens
+        exact += tool_tokens
         heuristic += -(-len(tools) // 4)
         self.trace.input_tokens += exact
         self.trace.input_tokens_heuristic += heuristic
@@ -222,6 +322,35 @@ class CarefulModel:
     def _first_call(self) -> ToolCallPart | TextPart:
         name, args = self.questions[0].calls[0]
         return self._tool_call(name, args)
+
+    def _answer(self, answer: str) -> ToolCallPart | TextPart:
+        self.trace.answers.append(answer)
+        self._question += 1
+        self._call = 0
+        self._new_call()
+        if self._question < len(self.questions):
+            name, args = self.questions[self._question].calls[0]
+            return self._tool_call(name, args)
+        return TextPart(json.dumps(self.trace.answers))
+
+    def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCallPart:
+        if name in _RETRIEVAL_TOOLS:
+            self.trace.retrieval_calls += 1
+        return ToolCallPart(name, args, tool_call_id=next(self._call_ids))
+
+    @staticmethod
+    def _reply(part: ToolCallPart | TextPart, usage: RequestUsage) -> ModelResponse:
+        return ModelResponse(parts=[part], usage=usage)
+
+
+class CarefulModel(ScriptedModel):
+    """Follows the instructions it is shown: grep for the question's term, then the read call grep suggests, as given."""
+
+    name = 'careful-scripted-model'
+
+    def _new_call(self) -> None:
+        self._grepped = False
+        self._read = False
 
     def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
         handle_match = _PREVIEW_HANDLE.search(text) or _TOOL_HANDLE.search(text)
@@ -241,28 +370,62 @@ class CarefulModel:
             )
         offset = _GREP_OFFSET.search(text)
         if offset is not None and not self._read:
+            # The suggested offset already starts a few lines above the match: use it as given.
             self._read = True
-            start = max(0, int(offset.group(1)) - 5)
-            return self._tool_call('read_tool_result', {'handle': handle, 'offset': start, 'limit': 12})
+            return self._tool_call('read_tool_result', {'handle': handle, 'offset': int(offset.group(1)), 'limit': 12})
         return None
 
-    def _answer(self, answer: str) -> ToolCallPart | TextPart:
-        self.trace.answers.append(answer)
-        self._question += 1
-        self._call = 0
-        self._grepped = self._read = False
-        if self._question < len(self.questions):
-            name, args = self.questions[self._question].calls[0]
-            return self._tool_call(name, args)
-        return TextPart(json.dumps(self.trace.answers))
 
-    def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCallPart:
-        if name in _RETRIEVAL_TOOLS:
-            self.trace.retrieval_calls += 1
-        # Stable call ids keep handles, and so everything the model sees, identical between runs.
-        self._ids += 1
-        return ToolCallPart(name, args, tool_call_id=f'call_{self._ids}')
+class ClaudeCodeModel(ScriptedModel):
+    """Behaves like a model trained on Claude Code's Read (`offset` = the line number to start at) and Grep tools.
 
-    @staticmethod
-    def _reply(part: ToolCallPart | TextPart, usage: RequestUsage) -> ModelResponse:
-        return ModelResponse(parts=[part], usage=usage)
+    A line it was shown that names the question's term is read in a 50-line window starting a few lines above
+    it: the line number is passed as it was shown, never a suggested call. It greps only when no shown line
+    names the term, and the handle it passes is the one in the spill preview, copied verbatim.
+    """
+
+    name = 'claude-code-scripted-model'
+
+    window = 50
+    """Lines per read (`limit`)."""
+
+    lines_above = 5
+    """How far above a shown line a read starts."""
+
+    def _new_call(self) -> None:
+        self._handle: str | None = None
+        self._grepped = False
+        self._read_bytes = False
+        self._windows: list[range] = []
+
+    def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
+        preview = _PREVIEW_HANDLE.search(text)
+        if preview is not None and self._handle is None:
+            self._handle = preview.group(1)
+        if self._handle is None:
+            return None  # nothing stored to page back into
+        line = self._unread_line(question.search, text)
+        if line is not None:
+            start = max(1, line - self.lines_above)
+            self._windows.append(range(start, start + self.window))
+            return self._tool_call('read_tool_result', {'handle': self._handle, 'offset': start, 'limit': self.window})
+        if not self._grepped:
+            self._grepped = True
+            return self._tool_call('grep_tool_result', {'handle': self._handle, 'pattern': question.search})
+        byte = _GREP_BYTE.search(text)
+        if byte is not None and not self._read_bytes:
+            # A binary match is shown by its byte offset; read a window of bytes around it.
+            self._read_bytes = True
+            start = max(0, int(byte.group(1)) - 16)
+            return self._tool_call(
+                'read_tool_result', {'handle': self._handle, 'unit': 'bytes', 'offset': start, 'limit': 96}
+            )
+        return None
+
+    def _unread_line(self, term: str, text: str) -> int | None:
+        """The first line number shown with `term` on its line, outside every window already read."""
+        for match in _SHOWN_LINE.finditer(text):
+            number = int(match.group(1))
+            if term in match.group(2) and not any(number in window for window in self._windows):
+                return number
+        return None
