@@ -15,6 +15,7 @@ __all__ = (
     'ListableStore',
     'OverflowStore',
     'RangeReadableStore',
+    'ResolvableStore',
     'StoredPayload',
     'StreamWritableStore',
     'StreamedPayload',
@@ -133,6 +134,19 @@ class DeletableStore(Protocol):
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle`; `True` if something was deleted."""
+        ...
+
+
+@runtime_checkable
+class ResolvableStore(Protocol):
+    """Optional extension: a store whose `write` returns a short alias tells which full handle it stands for.
+
+    The built-in stores return a short id (`k3x9m2p7qd`) and keep the full handle (`<run id>/<tool call id>/0`)
+    under it; their reads accept either. The operator CLI and the query tools use `resolve` to show both.
+    """
+
+    async def resolve(self, handle: str) -> str:
+        """The full handle `handle` stands for, or `handle` itself when it is not a known alias."""
         ...
 
 
