@@ -145,7 +145,9 @@ def test_prune_is_a_dry_run_unless_yes_and_removes_the_directories_it_empties(ro
     code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes', '--json')
     assert json.loads(out)['deleted'] == 3
     assert json.loads(cli(root, '--json', 'ls')[1]) == []
-    assert [p.name for p in root.iterdir() if p.is_dir()] == []  # run-a/, run-b/ and their call directories
+    # run-a/, run-b/ and their call directories; the aliases of the payloads went with them (the directory stays).
+    assert [p.name for p in root.iterdir() if p.is_dir()] == ['.aliases']
+    assert list((root / '.aliases').iterdir()) == []
 
 
 def test_prune_keeps_what_is_younger(root: Path) -> None:
@@ -154,7 +156,7 @@ def test_prune_keeps_what_is_younger(root: Path) -> None:
     code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes')
     assert (code, out.splitlines()[-1]) == (0, 'deleted 3 payloads (8,929 bytes)')
     assert [line.split()[-1] for line in cli(root, 'ls')[1].splitlines()] == ['run-c/call_9/0']
-    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['run-c']
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['.aliases', 'run-c']
 
 
 def test_singular_counts(tmp_path: Path) -> None:

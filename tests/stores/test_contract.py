@@ -553,7 +553,7 @@ async def plant_alias(kit: StoreKit, store: OverflowStore, short: str, target: s
         from pydantic_ai_harness.overflowing_tool_output.stores import RedisStore
 
         assert isinstance(store, RedisStore) and store.url is not None
-        client = Redis.from_url(store.url)  # pyright: ignore[reportUnknownMemberType]
+        client = Redis.from_url(store.url)
         try:
             await client.set(f'{store.namespace}:~a:{short}', target)
         finally:
