@@ -597,6 +597,10 @@ class LocalFileStore:
         """The full handle a short one stands for (`handle` itself when it is no known alias)."""
         return await _in_thread(lambda: self._resolve_sync(handle))
 
+    async def alias(self, handle: str) -> str | None:
+        """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
+        return await _in_thread(lambda: self._alias_sync(handle))
+
     async def prune(self, older_than: timedelta | None = None) -> int:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
 
@@ -706,6 +710,28 @@ class LocalFileStore:
                 aliases.close()
         finally:
             root.close()
+
+    def _alias_sync(self, handle: str) -> str | None:
+        try:
+            root = self._open_root(create=False)
+        except HandleNotFoundError:
+            return None
+        try:
+            aliases = root.child(_ALIASES, create=False)
+        except OSError:
+            return None
+        finally:
+            root.close()
+        try:
+            for short in short_handles(handle):
+                target = _alias_target(aliases, short)
+                if target is None:
+                    return None
+                if target == handle:
+                    return short
+            return None
+        finally:
+            aliases.close()
 
     def _resolve_sync(self, handle: str) -> str:
         try:
