@@ -541,7 +541,7 @@ class LocalFileStore:
         """
         handle = handle_for_key(key)
         payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
-        stored = await _in_thread(lambda: self._aliased(self._write_sync(handle, payload)))
+        stored = await _in_thread(lambda: self._write_sync(handle, payload))
         self._maybe_schedule_prune()
         return stored
 
@@ -553,11 +553,7 @@ class LocalFileStore:
         """
         handle = handle_for_key(key)
 
-        def write() -> StreamedPayload:
-            written = self._write_stream_sync(handle, pieces)
-            return StreamedPayload(self._aliased(written.handle), written.index)
-
-        stored = await _in_thread(write)
+        stored = await _in_thread(lambda: self._write_stream_sync(handle, pieces))
         self._maybe_schedule_prune()
         return stored
 
@@ -674,42 +670,40 @@ class LocalFileStore:
             raise
         return directory
 
-    def _aliased(self, handle: str) -> str:
+    def _alias_in(self, root: _Dir, handle: str) -> str:
         """The short id recorded for the full `handle` just written: the first candidate free or already its own.
 
         Each alias is published like a payload (a temp file hard-linked into place), so it never replaces another
         one; a handle whose candidates are all taken keeps its full form.
         """
-        root = self._open_root(create=True)
         try:
+            aliases = root.child(_ALIASES, create=False)
+        except FileNotFoundError:
             aliases = root.child(_ALIASES, create=True)
-            try:
-                target = handle.encode('utf-8', errors='surrogatepass')
-                temp: str | None = None
-                try:
-                    for short in short_handles(handle):
-                        holds = _holds_data(aliases, short, target)
-                        if holds == 'same':
-                            return short
-                        if holds == 'different':
-                            continue
-                        if temp is None:
-                            temp = self._write_temp(aliases, target)[0]
-                        if _link_exclusive(aliases, temp, short) or _holds_data(aliases, short, target) == 'same':
-                            if self.durable:
-                                aliases.fsync()
-                            return short
-                finally:
-                    if temp is not None:
-                        try:
-                            aliases.unlink(temp)
-                        except OSError:
-                            pass
-                return handle
-            finally:
-                aliases.close()
+        try:
+            return self._link_alias(aliases, handle)
         finally:
-            root.close()
+            aliases.close()
+
+    def _link_alias(self, aliases: _Dir, handle: str) -> str:
+        target = handle.encode('utf-8', errors='surrogatepass')
+        temp: str | None = None
+        try:
+            for short in short_handles(handle):
+                if temp is None:
+                    temp = self._write_temp(aliases, target)[0]
+                # Link first: the alias is usually new, and a link never replaces what another writer put there.
+                if _link_exclusive(aliases, temp, short) or _holds_data(aliases, short, target) == 'same':
+                    if self.durable:
+                        aliases.fsync()
+                    return short
+        finally:
+            if temp is not None:
+                try:
+                    aliases.unlink(temp)
+                except OSError:
+                    pass
+        return handle
 
     def _alias_sync(self, handle: str) -> str | None:
         try:
@@ -744,6 +738,7 @@ class LocalFileStore:
             root.close()
 
     def _write_sync(self, handle: str, data: bytes) -> str:
+        """Publish `data` under the first free candidate of `handle`, record its alias; the alias (the short handle)."""
         names = names_for_handle(handle)
         if names is None:  # pragma: no cover - handle_for_key only produces handles whose names fit
             raise ValueError('LocalFileStore: this key cannot be stored')
@@ -753,7 +748,7 @@ class LocalFileStore:
             try:
                 # Every candidate handle differs from `handle` in its last segment only: one directory for all.
                 directory = self._walk(root, names, create=True)
-                return self._publish_payload(directory, handle, names, data)
+                return self._alias_in(root, self._publish_payload(directory, handle, names, data))
             except FileNotFoundError:
                 # A concurrent pruner removed an empty directory between our mkdir and our open: retry.
                 if attempt == _WRITE_ATTEMPTS - 1:
@@ -829,7 +824,8 @@ class LocalFileStore:
                         raise
                     continue
                 identity, index = self._stream_into(directory, temp, fd, pieces)
-                return self._publish_streamed(directory, handle, names, temp, identity, index)
+                written = self._publish_streamed(directory, handle, names, temp, identity, index)
+                return StreamedPayload(self._alias_in(root, written.handle), written.index)
             finally:
                 if directory is not None and directory is not root:
                     directory.close()
