@@ -14,7 +14,7 @@ from typing import Any, cast
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 from ._events import CONTENT_PREFIX, VALUE_PREFIX
-from .stores._paths import handle_for_key
+from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key
 
 __all__ = ('LISTED_HANDLES', 'KnownHandle', 'known_handles', 'near_misses', 'unknown_handle_answer')
 
@@ -94,8 +94,10 @@ def _names(given: str, form: str) -> bool:
 def near_misses(given: str, known: Sequence[KnownHandle]) -> list[KnownHandle]:
     """The known handles `given` names up to wrapping, letter case, or a dropped or added prefix (of either form).
 
-    More than one means `given` is ambiguous.
+    More than one means `given` is ambiguous. Anything longer than a handle can be names nothing (and costs nothing).
     """
+    if len(given) > MAX_HANDLE_LENGTH + 64:
+        return []
     normal = _normal(given)
     if not normal:
         return []

@@ -170,6 +170,7 @@ def test_ambiguous_or_too_short_near_misses_resolve_to_nothing() -> None:
     assert near_misses('0', known) == []  # Far too short to stand for a handle.
     assert near_misses('""', known) == []
     assert near_misses('ttbrr2f9', known) == []  # Part of a short handle is no handle.
+    assert near_misses('handle=' * 200_000 + 'w1ttbrr2f9', known) == []  # Hostile and huge: no quadratic stripping.
 
 
 async def test_an_ambiguous_near_miss_lists_its_candidates(tmp_path: Path) -> None:

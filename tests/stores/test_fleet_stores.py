@@ -67,11 +67,27 @@ async def test_redis_expiry_is_native_and_covers_the_index(redis_server: RedisSe
     try:
         handle = await store.write('run/call/0', b'short\nlived\n')
         assert await store.read(handle) == b'short\nlived\n'
-        for key in ('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0'):
+        for key in ('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0', f'ttl-app:~a:{handle}'):  # the alias too
             assert 0 < await redis_raw.pttl(key) <= 400
         await eventually_missing(store, handle)
-        assert await redis_raw.exists('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0') == 0
+        assert await redis_raw.exists('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0', f'ttl-app:~a:{handle}') == 0
         assert await store.list() == []
+    finally:
+        await store.aclose()
+
+
+async def test_redis_a_payload_without_an_alias_gets_one_with_its_remaining_lifetime(
+    redis_server: RedisServer, redis_raw: Redis
+) -> None:
+    # A payload written before short handles existed, replayed now: the alias lives exactly as long as it.
+    store = RedisStore(redis_server.url, namespace='old-app', cleanup_after=timedelta(minutes=5))
+    try:
+        handle = await store.write('run/call/0', b'older payload')
+        await redis_raw.delete(f'old-app:~a:{handle}')
+        await redis_raw.pexpire('old-app:~p:run/call/0', 60_000)
+        assert await store.write('run/call/0', b'older payload') == handle
+        assert 0 < await redis_raw.pttl(f'old-app:~a:{handle}') <= 60_000
+        assert await store.read(handle) == b'older payload'
     finally:
         await store.aclose()
 
@@ -79,8 +95,10 @@ async def test_redis_expiry_is_native_and_covers_the_index(redis_server: RedisSe
 async def test_redis_without_cleanup_after_keeps_payloads(redis_server: RedisServer, redis_raw: Redis) -> None:
     store = RedisStore(redis_server.url, namespace='keep-app')
     try:
-        await store.write('run/call/0', b'kept')
+        handle = await store.write('run/call/0', b'kept')
         assert await redis_raw.pttl('keep-app:~p:run/call/0') == -1
+        assert await redis_raw.get(f'keep-app:~a:{handle}') == b'run/call/0'  # the alias: the full handle
+        assert await redis_raw.pttl(f'keep-app:~a:{handle}') == -1
     finally:
         await store.aclose()
 
