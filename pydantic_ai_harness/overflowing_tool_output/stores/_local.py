@@ -482,8 +482,9 @@ class LocalFileStore:
 
     Each payload is one file (plus a small line-index sidecar), written to a temp file and hard-linked
     into place, so a crash never leaves a partial payload under a handle and a stored payload is never
-    replaced. Handles are the keys themselves when they are plain (`run/call_1/0`), escaped otherwise
-    (long segments keep a readable prefix and a hash); they never contain a filesystem path.
+    replaced. Its full handle is the key itself when it is plain (`run/call_1/0`), escaped otherwise
+    (long segments keep a readable prefix and a hash); `write` returns a short alias of it (`p7jrrmpjr4`,
+    recorded in `.aliases/`), and reads accept either. No handle contains a filesystem path.
 
     The root is created with mode 0700 and refused (with
     [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
@@ -533,11 +534,11 @@ class LocalFileStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` atomically under a handle derived from `key`, and return that handle.
+        """Store `data` atomically under a handle derived from `key`, and return its short alias.
 
         A stored payload is never replaced: when the key's handle already holds different bytes, the payload
-        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, that handle is
-        returned and nothing is written.
+        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, nothing is
+        written. Either way the short alias of the handle used is returned (the same one every time).
         """
         handle = handle_for_key(key)
         payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data

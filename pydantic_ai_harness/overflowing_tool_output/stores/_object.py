@@ -68,7 +68,7 @@ class ObjectStore:
     """Spilled payloads as objects in any `obstore` store: S3 (and compatibles), GCS, Azure, local, memory.
 
     Each payload is one object under `<prefix>/~p/<handle>@`, next to a small line-index object under
-    `<prefix>/~i/<handle>@`. The query tools read windows with ranged GETs, so paging through a 100 MB
+    `<prefix>/~i/<handle>@` and its short alias (what `write` returns) under `<prefix>/~a/<short id>@`. The query tools read windows with ranged GETs, so paging through a 100 MB
     payload moves kilobytes. Every worker (or durable-engine activity) configured with the same bucket
     and prefix reads what any other wrote.
 
@@ -128,7 +128,7 @@ class ObjectStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under a handle derived from `key` (then its line index) and return the handle.
+        """Store `data` under a handle derived from `key` (then its line index and alias); return its short alias.
 
         A stored payload is never replaced: the payload is put only if its object does not exist yet (a
         conditional put, `If-None-Match: *` on S3); when the key's handle already holds different bytes, the

@@ -40,6 +40,9 @@ class OverflowStore(Protocol):
     which no key's handle contains); when it holds the same bytes, return that same handle, so durable
     replays and retries stay idempotent. Check and write in one atomic step (a create-if-absent
     primitive) so that concurrent writers never clobber each other.
+
+    The built-in stores return a short alias of that handle (a 10-character id, recorded with the same
+    never-replace rule) and accept either form on read; a custom store may return any handle it likes.
     """
 
     async def write(self, key: str, data: bytes) -> str:

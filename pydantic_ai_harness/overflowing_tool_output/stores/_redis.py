@@ -107,8 +107,9 @@ class RedisStore:
     """Spilled payloads in Redis: every worker of a service reads what any other wrote.
 
     Each payload is one Redis string under `<namespace>:~p:<handle>`, next to its line index under
-    `<namespace>:~i:<handle>`; both are written by one server-side script with the same expiry, so a
-    reader never sees one without the other, and a stored payload is never replaced by another. The
+    `<namespace>:~i:<handle>` and its short alias under `<namespace>:~a:<short id>` (what `write` returns);
+    all three are written by one server-side script with the same expiry, so a reader never sees one
+    without the others, and a stored payload or alias is never replaced by another. The
     query tools read windows with `GETRANGE`, so paging through a 100 MB payload moves kilobytes, not
     megabytes. The server must allow scripts (`EVALSHA`, `SCRIPT LOAD`) for the store's user.
 
