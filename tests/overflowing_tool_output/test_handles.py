@@ -133,6 +133,7 @@ NEAR_MISSES: dict[str, Callable[[str, str], str]] = {
     'double quotes': lambda handle, key: f'"{handle}"',
     'backticks': lambda handle, key: f'`{handle}`',
     'whitespace': lambda handle, key: f' {handle}\n',
+    'angle brackets': lambda handle, key: f'<{handle}>',
     'upper case': lambda handle, key: handle.upper(),
     'a trailing full stop': lambda handle, key: f'{handle}.',
     'a label': lambda handle, key: f'handle={handle}',
