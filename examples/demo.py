@@ -116,7 +116,8 @@ async def scripted_session(
     brain = CarefulModel(QUESTIONS, count_tokens=_token_counter())
     sizes: dict[str, int] = {}
     agent = build_agent(brain.model(), capability, sizes)
-    result = await agent.run('\n'.join(q.prompt for q in QUESTIONS), run_id='demo')
+    # pydantic-ai's default run id (a uuid7), so the handles shown are the ones a real run gets.
+    result = await agent.run('\n'.join(q.prompt for q in QUESTIONS))
     return brain, result.all_messages(), sizes
 
 

@@ -74,7 +74,7 @@ from ._tools import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID, build_query_toolset
 from ._truncate import truncate_rendered
 from ._withhold import build_redactor, withhold_secrets
 from .stores import LocalFileStore, OverflowStore
-from .stores._paths import handle_for_key
+from .stores._paths import handle_for_key, short_handles
 from .stores._protocol import StreamedPayload, StreamWritableStore
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
@@ -142,6 +142,7 @@ class _Reduced:
     handle: str | None = None
     nbytes: int | None = None
     size_before: int = 0
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if not self._can_store():
             return None
         if self.workspace is None:
-            return build_query_toolset(self._resolved_store)
+            store = self._resolved_store  # routed, so the tools see the run's messages (its handles, for near misses)
+            return build_query_toolset(store, route=lambda _ctx, _handle: store)
         return _query_toolset(self._resolved_store, self.workspace)
 
     def _can_store(self) -> bool:
@@ -542,7 +544,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 # A summary at least as long as the output is no summary: the fallback decides.
                 reduced, reason = None, 'the summary was not shorter than the output'
             if reduced is not None:
-                reduced = replace(reduced, size_before=rendered.size_chars)
+                key = self._key(ctx, call, unit) if reduced.handle is not None else None  # the full form
+                reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await _report(ctx, call, unit, reduced, tried, size)
                 return reduced
             if isinstance(action, Passthrough):
@@ -926,8 +929,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         summary = Summary(outcome.summary, outcome.chunks, outcome.uncovered_chars)
         key = self._key(ctx, call, unit)
         # Decide before writing: a summary that would not be shorter is no summary, and its original would be
-        # stored for nothing (`handle_for_key` is the handle the built-in stores return for this key).
-        expected_handle = handle_for_key(key) if action.keep_original else None
+        # stored for nothing (the built-in stores return the first short id of the key's handle).
+        expected_handle = next(short_handles(handle_for_key(key))) if action.keep_original else None
         if len(mark_summary(request, summary, expected_handle)) >= len(rendered.text):
             return None, 'the summary was not shorter than the output'
         handle: str | None = None
@@ -1176,7 +1179,11 @@ def _warn(message: str) -> None:
 
 
 def _notes(prefix: str, reduced: _Reduced) -> dict[str, Any]:
-    """The metadata keys for one reduced part: `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`."""
+    """The metadata keys for one reduced part: `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`.
+
+    With a handle, also `_key`: the store key it was written under (`<run id>/<tool call id>/<retry>`), the full form
+    of the short handle the built-in stores return.
+    """
     notes: dict[str, Any] = {
         f'{prefix}_action': reduced.action,
         f'{prefix}_size_before': reduced.size_before,
@@ -1185,6 +1192,8 @@ def _notes(prefix: str, reduced: _Reduced) -> dict[str, Any]:
     if reduced.handle is not None:
         notes[f'{prefix}_handle'] = reduced.handle
         notes[f'{prefix}_bytes'] = reduced.nbytes
+        if reduced.key is not None:
+            notes[f'{prefix}_key'] = reduced.key
     return notes
 
 

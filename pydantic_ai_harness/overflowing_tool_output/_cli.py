@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=help, description=help, parents=[common])
 
-    ls = command('ls', 'list stored payloads (size, age, handle)')
+    ls = command('ls', 'list stored payloads (size, age, short handle, full handle)')
     ls.add_argument('--run', help='only this run id (the first segment of the handle)')
     ls.add_argument('--older-than', type=_duration, metavar='AGE', help='only payloads older than AGE (e.g. 6h)')
     ls.add_argument('--newer-than', type=_duration, metavar='AGE', help='only payloads newer than AGE')
@@ -202,13 +202,25 @@ async def _ls(store: LocalFileStore, options: argparse.Namespace, out: TextIO, e
         and (options.older_than is None or _age(p, now) > options.older_than.total_seconds())
         and (options.newer_than is None or _age(p, now) < options.newer_than.total_seconds())
     ]
+    shorts = [await store.alias(p.handle) for p in rows]  # What the model was shown for each.
     if options.json:
         _json(
-            [{**asdict(p), 'age_seconds': round(_age(p, now), 3), 'run_id': p.handle.split('/', 1)[0]} for p in rows],
+            [
+                {
+                    **asdict(p),
+                    'short_handle': short,
+                    'age_seconds': round(_age(p, now), 3),
+                    'run_id': p.handle.split('/', 1)[0],
+                }
+                for p, short in zip(rows, shorts)
+            ],
             out,
         )
     else:
-        out.writelines(f'{p.size:>12,}  {_human_age(_age(p, now)):>7}  {visible(p.handle)}\n' for p in rows)
+        out.writelines(
+            f'{p.size:>12,}  {_human_age(_age(p, now)):>7}  {short or "-":<10}  {visible(p.handle)}\n'
+            for p, short in zip(rows, shorts)
+        )
     return EXIT_OK
 
 
@@ -287,9 +299,10 @@ async def _rm(store: LocalFileStore, options: argparse.Namespace, out: TextIO, e
     deleted: list[str] = []
     missing: list[str] = []
     for handle in options.handles:
+        full = await store.resolve(handle)  # A short handle: its payload's directories are those of the full one.
         if await store.delete(handle):
             deleted.append(handle)
-            await asyncio.to_thread(_remove_emptied_directories, store.root_path, handle)
+            await asyncio.to_thread(_remove_emptied_directories, store.root_path, full)
         else:
             missing.append(handle)
     if options.json:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import anyio
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
+from ._handles import KnownHandle, known_handles, near_misses, unknown_handle_answer
 from ._json_query_tool import QUERY_DOC, build_query_tool_result
 from ._query import (
     GrepResult,
@@ -35,7 +36,8 @@ from ._query import (
     read_lines_at,
     sniff_type,
 )
-from .stores._protocol import HandleNotFoundError, OverflowStore
+from .stores._paths import is_short_handle
+from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
 
 __all__ = ('QUERY_TOOLSET_ID', 'QUERY_TOOL_NAMES', 'QueryLimits', 'build_query_toolset')
 
@@ -109,11 +111,69 @@ def _clean_handle(handle: str) -> str:
 
 
 def _unknown_handle(handle: str) -> str:
-    return (
-        f'No stored result found under handle {_show(handle)}. A handle is the exact string shown after '
-        "'handle' in a stored tool result's preview (for example 'run/call_1/0'); copy it exactly. "
-        'Stored results can also be cleaned up after a while: if so, call the original tool again.'
-    )
+    return unknown_handle_answer(_show(handle), [])
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """Which handle a tool call reads: `handle` (with a `note` when it was a near miss), or `answer` instead."""
+
+    handle: str = ''
+    note: str = ''
+    answer: str = ''
+
+
+async def _exists(store: OverflowStore, handle: str) -> bool:
+    """Whether `store` holds `handle`; a storage error counts as yes (the read that follows reports it)."""
+    try:
+        if isinstance(store, RangeReadableStore):
+            await store.size(handle)
+        else:
+            await store.read(handle)
+    except (HandleNotFoundError, KeyError, FileNotFoundError):
+        return False
+    except Exception:  # noqa: BLE001 - reported by the read itself
+        return True
+    return True
+
+
+async def _resolve(store: OverflowStore, raw_handle: str, known: list[KnownHandle]) -> _Resolution:
+    """The handle the model meant, from the handles its conversation was shown (never a listing of the store).
+
+    A handle the conversation was shown is read as it is. Else the store is asked; when it has nothing, an
+    unambiguous near miss (wrapping, letter case, a dropped or added prefix, the full form of a short handle or
+    the other way round) is read with a one-line note, and anything else gets the list of the handles that exist.
+    """
+    handle = _clean_handle(raw_handle)
+    if any(item.handle == raw_handle for item in known):
+        return _Resolution(raw_handle)  # the common case: no store call before the read itself
+    by_key = [item for item in known if item.key is not None and handle == item.key]
+    if len(by_key) > 1:  # one key, several payloads (a reused tool call id): only the short handles tell them apart
+        return _Resolution(answer=unknown_handle_answer(_show(handle), by_key, ambiguous=True))
+    if by_key:
+        return _Resolution(by_key[0].handle, _resolved_note(raw_handle, by_key[0].handle))
+    if handle and await _exists(store, handle):
+        return _Resolution(handle, _resolved_note(raw_handle, handle) if handle != raw_handle else '')
+    if handle and is_short_handle(handle.lower()) and await _exists(store, handle.lower()):
+        return _Resolution(handle.lower(), _resolved_note(raw_handle, handle.lower()))
+    matches = near_misses(raw_handle, known)
+    if len(matches) == 1:
+        return _Resolution(matches[0].handle, _resolved_note(raw_handle, matches[0].handle))
+    shown = _show(handle or raw_handle)
+    return _Resolution(answer=unknown_handle_answer(shown, matches or known, ambiguous=len(matches) > 1))
+
+
+def _resolved_note(given: str, meant: str) -> str:
+    return f'(Read {_show(given)} as the handle {meant!r}.)\n'
+
+
+async def _resolved_answer(
+    store: OverflowStore, raw_handle: str, known: list[KnownHandle], answer: Callable[[str], Awaitable[str]]
+) -> str:
+    resolution = await _resolve(store, raw_handle, known)
+    if resolution.answer:
+        return resolution.answer
+    return resolution.note + await answer(resolution.handle)
 
 
 def _storage_error(handle: str, exc: BaseException) -> str:
@@ -214,6 +274,7 @@ def build_query_toolset(
     if route is not None:
         return _routed_toolset(route, caps)
 
+    # Without a run context the tools know no conversation: an unknown handle is resolved against the store only.
     async def read_tool_result(
         handle: str,
         offset: int = 0,
@@ -222,8 +283,10 @@ def build_query_toolset(
         pattern: str = '',
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
-        answer = _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
-        return await _within_store_timeout(answer, handle, caps.store_timeout)
+        def read(meant: str) -> Awaitable[str]:
+            return _read_tool_result(store, caps, meant, offset, limit, from_end, pattern, unit)
+
+        return await _within_store_timeout(_resolved_answer(store, handle, [], read), handle, caps.store_timeout)
 
     async def grep_tool_result(
         handle: str,
@@ -233,14 +296,24 @@ def build_query_toolset(
         is_regex: bool = False,
         offset: int = 0,
     ) -> str:
-        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex, offset)
-        return await _within_store_timeout(answer, handle, caps.store_timeout)
+        def grep(meant: str) -> Awaitable[str]:
+            return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset)
+
+        return await _within_store_timeout(_resolved_answer(store, handle, [], grep), handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
-    query_tool_result = build_query_tool_result(partial(_open, store), caps.store_timeout)
+    query_one = build_query_tool_result(partial(_open, store), caps.store_timeout)
+
+    async def query_tool_result(handle: str, path: str, max_matches: int = 20) -> str:
+        def query(meant: str) -> Awaitable[str]:
+            return query_one(meant, path, max_matches)
+
+        return await _within_store_timeout(_resolved_answer(store, handle, [], query), handle, caps.store_timeout)
+
+    query_tool_result.__doc__ = QUERY_DOC
     return FunctionToolset([read_tool_result, grep_tool_result, query_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
 
 
@@ -257,7 +330,11 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         unit: Literal['lines', 'bytes'] = 'lines',
     ) -> str:
         store = route(ctx, _clean_handle(handle))
-        answer = _read_tool_result(store, caps, handle, offset, limit, from_end, pattern, unit)
+
+        def read(meant: str) -> Awaitable[str]:
+            return _read_tool_result(route(ctx, meant), caps, meant, offset, limit, from_end, pattern, unit)
+
+        answer = _resolved_answer(store, handle, known_handles(ctx.messages), read)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     async def grep_tool_result(
@@ -270,12 +347,24 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         offset: int = 0,
     ) -> str:
         store = route(ctx, _clean_handle(handle))
-        answer = _grep_tool_result(store, caps, handle, pattern, context_lines, max_matches, is_regex, offset)
+
+        def grep(meant: str) -> Awaitable[str]:
+            store = route(ctx, meant)
+            return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset)
+
+        answer = _resolved_answer(store, handle, known_handles(ctx.messages), grep)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     async def query_tool_result(ctx: RunContext[Any], handle: str, path: str, max_matches: int = 20) -> str:
         store = route(ctx, _clean_handle(handle))
-        return await build_query_tool_result(partial(_open, store), caps.store_timeout)(handle, path, max_matches)
+
+        def query(meant: str) -> Awaitable[str]:
+            return build_query_tool_result(partial(_open, route(ctx, meant)), caps.store_timeout)(
+                meant, path, max_matches
+            )
+
+        answer = _resolved_answer(store, handle, known_handles(ctx.messages), query)
+        return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)

@@ -164,7 +164,8 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
     assert spilled.metadata is not None and spilled.metadata['overflow_bytes'] == len(PNG * 4)
     assert 'PNG image, image/png' in str(spilled.content)
     handle = spilled.metadata['overflow_handle']
-    assert (tmp_path / 'store' / f'{handle}.out').read_bytes() == PNG * 4
+    full = (tmp_path / 'store' / '.aliases' / handle).read_text()  # the short handle's full form
+    assert (tmp_path / 'store' / f'{full}.out').read_bytes() == PNG * 4
     (dump,) = returns_of(messages, 'read_tool_result')
     assert '89 50 4e 47 0d 0a 1a 0a' in str(dump.content)
 

@@ -66,6 +66,22 @@ def test_ls_filters_by_run_and_age_as_json(root: Path) -> None:
     assert len(json.loads(cli(root, '--json', 'ls', '--newer-than', '1h')[1])) == 3
 
 
+def test_short_handles_are_listed_shown_grepped_and_removed(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'store')
+    key = '019adc3e-8f21-7c4b-9a6e-5d0f2b7c8e13/call_Xq3vR8bN2mKp7LwT9yZc/0'
+    short = asyncio.run(store.write(key, b'ERROR: disk full\nretrying\n'))
+    root = tmp_path / 'store'
+    [row] = cli(root, 'ls')[1].splitlines()
+    assert row.split()[-2:] == [short, key]  # What the model was shown, and the full form.
+    assert json.loads(cli(root, '--json', 'ls')[1])[0]['short_handle'] == short
+    assert cli(root, 'show', short) == (0, 'ERROR: disk full\nretrying\n', '')
+    assert cli(root, 'grep', short, 'disk') == (0, '1:ERROR: disk full\n', '')
+    assert cli(root, 'rm', short) == (0, f'deleted  {short}\n', '')
+    assert sorted(p.name for p in root.iterdir()) == ['.aliases']  # The run's directories went, and the alias.
+    assert list((root / '.aliases').iterdir()) == []
+    assert cli(root, 'show', short)[0] == 1
+
+
 def test_show_whole_and_ranges(root: Path) -> None:
     assert cli(root, 'show', 'run-b/call_2/0') == (0, 'ERROR: disk full\nretrying\n', '')
     assert cli(root, 'show', 'run-a/call_1/0', '--lines', '999:')[1] == 'line 999\nline 1000\n'
@@ -145,7 +161,9 @@ def test_prune_is_a_dry_run_unless_yes_and_removes_the_directories_it_empties(ro
     code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes', '--json')
     assert json.loads(out)['deleted'] == 3
     assert json.loads(cli(root, '--json', 'ls')[1]) == []
-    assert [p.name for p in root.iterdir() if p.is_dir()] == []  # run-a/, run-b/ and their call directories
+    # run-a/, run-b/ and their call directories; the aliases of the payloads went with them (the directory stays).
+    assert [p.name for p in root.iterdir() if p.is_dir()] == ['.aliases']
+    assert list((root / '.aliases').iterdir()) == []
 
 
 def test_prune_keeps_what_is_younger(root: Path) -> None:
@@ -154,7 +172,7 @@ def test_prune_keeps_what_is_younger(root: Path) -> None:
     code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes')
     assert (code, out.splitlines()[-1]) == (0, 'deleted 3 payloads (8,929 bytes)')
     assert [line.split()[-1] for line in cli(root, 'ls')[1].splitlines()] == ['run-c/call_9/0']
-    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['run-c']
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['.aliases', 'run-c']
 
 
 def test_singular_counts(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ async def test_write_stream_never_replaces_a_payload(tmp_path: Path) -> None:
     again = await store.write_stream('run/call/0', iter([b'one\ntwo\n']))
     other = await store.write_stream('run/call/0', iter([b'three\n']))
     plain = await store.write('run/call/0', b'one\ntwo\n')
-    assert first.handle == again.handle == plain == 'run/call/0'
+    assert first.handle == again.handle == plain and await store.resolve(plain) == 'run/call/0'
     assert other.handle != first.handle
     assert await store.read(first.handle) == b'one\ntwo\n'
     assert await store.read(other.handle) == b'three\n'

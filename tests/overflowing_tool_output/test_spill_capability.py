@@ -56,6 +56,7 @@ Last lines (49,999-50,000):
         'overflow_size_after': len(preview),
         'overflow_handle': 'run-1/call_0/0',
         'overflow_bytes': len(build_log().encode()),
+        'overflow_key': 'run-1/call_0/0',
     }
     assert memory_store.data['run-1/call_0/0'] == build_log().encode()
 
@@ -129,11 +130,13 @@ async def test_value_and_content_spill_to_distinct_handles(memory_store: MemoryS
         'overflow_size_after': IsInt(lt=1_100),
         'overflow_handle': 'run-1/call_0/0',
         'overflow_bytes': 20_000,
+        'overflow_key': 'run-1/call_0/0',
         'overflow_content_action': 'spill',
         'overflow_content_size_before': 20_000,
         'overflow_content_size_after': IsInt(lt=1_100),
         'overflow_content_handle': 'run-1/call_0/0/content',
         'overflow_content_bytes': 20_000,
+        'overflow_content_key': 'run-1/call_0/0/content',
     }
     assert sorted(memory_store.data) == ['run-1/call_0/0', 'run-1/call_0/0/content']
     [content] = run.user_texts()

@@ -26,6 +26,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     build_line_index,
 )
 from pydantic_ai_harness.overflowing_tool_output.stores._local import INLINE_INDEX_BYTES
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import is_short_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -42,8 +43,9 @@ def _files(root: Path) -> list[Path]:
 async def test_round_trip_and_readable_handles(store: LocalFileStore) -> None:
     handle = await store.write('run-1/call_1/0', b'hello\nworld\n')
     content_handle = await store.write('run-1/call_1/0/content', b'content part')
-    assert handle == 'run-1/call_1/0'
-    assert content_handle == 'run-1/call_1/0/content'
+    assert is_short_handle(handle) and len(handle) == 10
+    assert await store.resolve(handle) == 'run-1/call_1/0'
+    assert await store.resolve(content_handle) == 'run-1/call_1/0/content'
     assert await store.read(handle) == b'hello\nworld\n'
     assert await store.read(content_handle) == b'content part'
 
@@ -59,14 +61,14 @@ async def test_implements_every_extension(store: LocalFileStore) -> None:
 async def test_same_key_never_overwrites_and_same_bytes_keep_their_handle(store: LocalFileStore) -> None:
     first = await store.write('r/c/0', b'one')
     second = await store.write('r/c/0', b'two two')
-    assert (first, second) == ('r/c/0', 'r/c/0~~2')
+    assert (await store.resolve(first), await store.resolve(second)) == ('r/c/0', 'r/c/0~~2')
     assert await store.read(first) == b'one'
     assert await store.read(second) == b'two two'
     assert (await store.line_index(first)).size == 3
     assert (await store.line_index(second)).size == 7
     assert await store.write('r/c/0', b'two two') == second
     assert await store.write('r/c/0', b'one') == first
-    assert [p.handle for p in await store.list()] == [first, second]
+    assert [p.handle for p in await store.list()] == ['r/c/0', 'r/c/0~~2']
 
 
 async def test_odd_keys_get_escaped_handles_that_round_trip(store: LocalFileStore) -> None:
@@ -410,13 +412,13 @@ async def test_without_hard_links_publication_is_still_exclusive(
 async def test_a_thousand_payloads_under_one_key_is_the_bound(store: LocalFileStore) -> None:
     from pydantic_ai_harness.overflowing_tool_output.stores._paths import MAX_CANDIDATES
 
-    assert await store.write('k', b'1') == 'k'
+    assert await store.resolve(await store.write('k', b'1')) == 'k'
     for n in range(2, MAX_CANDIDATES + 1):  # The files the store would have written for `k~~2` ... `k~~1000`.
         path = store.root / f'k~7e~7e{n}.out'
         path.write_bytes(b'%d' % n)
         path.chmod(0o600)
     with pytest.raises(ValueError, match='1,000 different payloads are already stored under this key'):
         await store.write('k', b'one more')
-    assert await store.write('k', b'999') == 'k~~999'
+    assert await store.resolve(await store.write('k', b'999')) == 'k~~999'
     assert await store.read('k~~500') == b'500'
     assert len(await store.list()) == MAX_CANDIDATES

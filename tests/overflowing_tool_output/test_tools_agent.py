@@ -102,7 +102,7 @@ async def test_model_greps_then_reads_the_needle_in_a_50k_line_payload(store: Ov
     assert f'>27183| {NEEDLE}' in grep_output
     assert 'read around it: offset=27178' in grep_output  # the suggested read starts a few lines above the match
     assert read_output.splitlines()[0] == (
-        f"Stored result 'run-1/call_big/0': lines 27178-27185 of 50000 ({len(big_log())} bytes):"
+        f'Stored result {handle!r}: lines 27178-27185 of 50000 ({len(big_log())} bytes):'
     )
     assert result.output == f'found: 27183| {NEEDLE}'
     assert 'Next page: read_tool_result(handle=' in read_output and 'offset=27186' in read_output

@@ -75,7 +75,7 @@ async def test_a_thousand_concurrent_spills_read_back_byte_identical(tmp_path: P
 
     # Through the store: byte-identical, and nothing else is in it.
     stored = {payload.handle for payload in await store.list()}
-    assert stored == set(handles)
+    assert stored == {await store.resolve(handle) for handle in handles}  # Listed by their full handles.
     # Through the store (byte-identical) and through read_tool_result (every line, in order, exactly).
     for run, steps in enumerate(scripts):
         spills, reads = steps.answers
@@ -115,23 +115,24 @@ def _worker(base_dir: str, index: int, results: Any) -> None:  # pragma: no cove
     async def main() -> None:
         deadline = time.monotonic() + WORK_SECONDS
         n = 0
-        mine: list[tuple[float, str]] = []
+        mine: list[tuple[float, str, str]] = []
         while time.monotonic() < deadline:
-            handle = await store.write(f'proc{index}/call_{n}/0', content_for(f'proc{index}/call_{n}/0'))
+            key = f'proc{index}/call_{n}/0'  # Also the payload's full handle (what a listing shows).
+            handle = await store.write(key, content_for(key))
             n += 1
             report['written'] += 1
-            if await store.read(handle) != content_for(handle):
+            if await store.read(handle) != content_for(key):
                 report['errors'].append(f'own payload {handle} differs right after writing it')
             report['verified_own'] += 1
-            mine.append((time.time(), handle))
+            mine.append((time.time(), handle, key))
             if n % 10 == 0:
                 now = time.time()
                 # Nothing of ours younger than the TTL may have been lost (a listing would not show a loss).
-                for written_at, own in mine:
+                for written_at, own, own_key in mine:
                     if written_at < now - TTL_SECONDS + SAFETY:
                         continue
                     try:
-                        intact = await store.read(own) == content_for(own)
+                        intact = await store.read(own) == content_for(own_key)
                     except Exception as exc:  # noqa: BLE001 - reported to the parent
                         report['errors'].append(f'own young payload {own} lost: {exc!r}')
                         continue

@@ -15,6 +15,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic_ai import Agent
+from pydantic_ai._uuid import uuid7
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -24,17 +25,28 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     HandleNotFoundError,
     LineIndexedStore,
     ListableStore,
+    LocalFileStore,
     OverflowStore,
     RangeReadableStore,
+    ResolvableStore,
     build_line_index,
 )
-from pydantic_ai_harness.overflowing_tool_output.stores._paths import MAX_WRITTEN_HANDLE_LENGTH
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import (
+    MAX_WRITTEN_HANDLE_LENGTH,
+    is_short_handle,
+    short_handles,
+)
 
 from .conftest import StoreKit
 
 pytestmark = pytest.mark.anyio
 
 TEN_MB = 10 * 1024 * 1024
+
+
+async def full(store: OverflowStore, handle: str) -> str:
+    """The full handle (as listed) of a handle `write` returned: the built-in stores return short aliases."""
+    return await store.resolve(handle) if isinstance(store, ResolvableStore) else handle
 
 
 def log_payload(lines: int, needle_at: int | None = None) -> bytes:
@@ -52,7 +64,21 @@ def ten_mb_payload() -> bytes:
     return (chunk * (TEN_MB // len(chunk) + 1))[:TEN_MB]
 
 
-LEAKS = ('/', '\\', '127.0.0.1', 'localhost', 'redis://', 'http', 's3', 'bucket', 'pyai-harness-tests', '~p', '~i')
+LEAKS = (
+    '/',
+    '\\',
+    '127.0.0.1',
+    'localhost',
+    'redis://',
+    'http',
+    's3',
+    'bucket',
+    'pyai-harness-tests',
+    '~p',
+    '~i',
+    '~a',
+    'alias',
+)
 
 
 def assert_not_found_without_leaks(exc: BaseException, handle: str) -> None:
@@ -108,7 +134,8 @@ async def test_a_key_holding_other_bytes_gets_a_distinct_handle(store: OverflowS
     if isinstance(store, LineIndexedStore):
         assert [(await store.line_index(h)).line_count for h in (first, second, third)] == [3, 1, 2]
     if isinstance(store, ListableStore):
-        assert sorted(payload.handle for payload in await store.list('run/call_0/')) == sorted([first, second, third])
+        listed = sorted(payload.handle for payload in await store.list('run/call_0/'))
+        assert listed == sorted([await full(store, h) for h in (first, second, third)])
 
 
 async def test_the_same_bytes_under_the_same_key_keep_their_handle(store: OverflowStore) -> None:
@@ -329,7 +356,8 @@ async def test_listing_and_deletion(store: OverflowStore) -> None:
     if not isinstance(store, ListableStore) or not isinstance(store, DeletableStore):
         pytest.skip('not listable and deletable')
     sizes = {'run-a/call_1/0': 10, 'run-a/call_2/0': 2000, 'run-a/call_2/0/content': 0, 'run-b/call_1/0': 5}
-    handles = {key: await store.write(key, b'x' * size) for key, size in sizes.items()}
+    shorts = {key: await store.write(key, b'x' * size) for key, size in sizes.items()}
+    handles = {key: await full(store, handle) for key, handle in shorts.items()}
     listed = await store.list()
     assert [payload.handle for payload in listed] == sorted(handles.values())
     assert {payload.handle: payload.size for payload in listed} == {handles[k]: v for k, v in sizes.items()}
@@ -344,11 +372,16 @@ async def test_listing_and_deletion(store: OverflowStore) -> None:
     assert await store.list('nothing-here') == []
     assert await store.list('*') == []
 
-    assert await store.delete(handles['run-a/call_2/0']) is True
+    assert await store.delete(shorts['run-a/call_2/0']) is True  # By its short handle: the alias goes too.
+    assert await store.delete(shorts['run-a/call_2/0']) is False
     assert await store.delete(handles['run-a/call_2/0']) is False
-    with pytest.raises(HandleNotFoundError):
-        await store.read(handles['run-a/call_2/0'])
-    assert await store.read(handles['run-a/call_2/0/content']) == b''
+    for gone in (shorts['run-a/call_2/0'], handles['run-a/call_2/0']):
+        with pytest.raises(HandleNotFoundError):
+            await store.read(gone)
+    assert await full(store, shorts['run-a/call_2/0']) == shorts['run-a/call_2/0']  # No alias left behind.
+    assert await store.read(shorts['run-a/call_2/0/content']) == b''
+    assert await store.delete(handles['run-a/call_1/0']) is True  # By its full handle: the alias goes too.
+    assert await full(store, shorts['run-a/call_1/0']) == shorts['run-a/call_1/0']
     assert handles['run-a/call_2/0'] not in [payload.handle for payload in await store.list()]
 
 
@@ -441,10 +474,10 @@ async def test_hostile_long_keys_are_stored_and_read_back(store: OverflowStore) 
     for key, handle in zip(HOSTILE_KEYS, handles):
         assert handle.isascii() and len(handle) <= MAX_WRITTEN_HANDLE_LENGTH, key[:40]
         assert await store.read(handle) == key.encode('utf-8', 'surrogatepass')[:5000] + b'!', key[:40]
-    assert handles[0].startswith('TENANT-ACME-CONVERSATION-')  # A long segment keeps a readable prefix.
+    assert (await full(store, handles[0])).startswith('TENANT-ACME-CONVERSATION-')  # A long segment stays readable.
     if isinstance(store, ListableStore):
         listed = [payload.handle for payload in await store.list()]
-        assert sorted(listed) == sorted(handles)
+        assert sorted(listed) == sorted([await full(store, handle) for handle in handles])
         for handle in listed:
             await store.read(handle)
 
@@ -490,7 +523,7 @@ async def test_the_longest_handles_fit_every_backend(kit: StoreKit) -> None:
     handles = [await store.write(key, b'payload %d' % n) for n in range(3)]
     assert len(set(handles)) == 3
     for n, handle in enumerate(handles):
-        assert len(handle) <= MAX_WRITTEN_HANDLE_LENGTH
+        assert len(handle) <= MAX_WRITTEN_HANDLE_LENGTH and len(await full(store, handle)) <= MAX_WRITTEN_HANDLE_LENGTH
         assert await store.read(handle) == b'payload %d' % n
     if kit.kind.startswith('object'):  # Every object path is within the 1,024-byte limit of S3.
         import obstore
@@ -499,4 +532,80 @@ async def test_the_longest_handles_fit_every_backend(kit: StoreKit) -> None:
 
         assert isinstance(store, ObjectStore)
         paths = [meta['path'] for page in obstore.list(store.store, store.prefix) for meta in page]
-        assert len(paths) == 6 and max(len(path.encode()) for path in paths) <= 1024
+        assert len(paths) == 9 and max(len(path.encode()) for path in paths) <= 1024  # Payload, index, alias.
+
+
+# -- short handles ----------------------------------------------------------------------------------
+
+REAL_KEY = f'{uuid7()}/call_Xq3vR8bN2mKp7LwT9yZc/0'
+"""A key as the capability makes it with pydantic-ai's defaults: a uuid7 run id and a provider's tool call id."""
+
+
+async def plant_alias(kit: StoreKit, store: OverflowStore, short: str, target: str) -> None:
+    """Record `short` as the alias of `target` directly in the backend, as another writer would have."""
+    if isinstance(store, LocalFileStore):
+        path = store.root / '.aliases' / short
+        path.write_text(target)
+        path.chmod(0o600)
+    elif kit.kind in ('redis', 'valkey'):
+        from redis.asyncio import Redis
+
+        from pydantic_ai_harness.overflowing_tool_output.stores import RedisStore
+
+        assert isinstance(store, RedisStore) and store.url is not None
+        client = Redis.from_url(store.url)
+        try:
+            await client.set(f'{store.namespace}:~a:{short}', target)
+        finally:
+            await client.aclose()
+    else:
+        import obstore
+
+        from pydantic_ai_harness.overflowing_tool_output.stores import ObjectStore
+
+        assert isinstance(store, ObjectStore)
+        await obstore.put_async(store.store, f'{store.prefix}/~a/{short}@', target.encode())
+
+
+async def test_handles_are_short_deterministic_and_resolve_in_another_store(kit: StoreKit) -> None:
+    store = kit.make('app')
+    data = log_payload(300)
+    handle = await store.write(REAL_KEY, data)
+    assert len(handle) == 10 and is_short_handle(handle)  # Against 64 characters for the full handle.
+    assert handle == next(short_handles(REAL_KEY))  # From the full handle alone: the same in every process.
+    later = kit.make('app')  # Another worker, another process or a later run, on the same backend.
+    assert await later.read(handle) == data
+    assert await later.read(REAL_KEY) == data  # The full handle reads the same payload.
+    assert isinstance(later, ResolvableStore) and await later.resolve(handle) == REAL_KEY
+    assert await later.resolve('0000000000') == '0000000000'  # No such alias: the handle itself.
+    if isinstance(later, RangeReadableStore):
+        assert await later.size(handle) == len(data)
+        assert await later.read_range(handle, 5, 40) == data[5:40]
+    if isinstance(later, LineIndexedStore):
+        assert (await later.line_index(handle)).line_count == 300
+    assert await later.write(REAL_KEY, data) == handle  # A replay of the same write: the same short handle.
+    assert await later.write(REAL_KEY.replace('/0', '/1'), data) != handle  # The next retry: another one.
+    other = await later.write(REAL_KEY, b'other bytes')  # The key reused for other bytes: never overwritten.
+    assert other != handle and is_short_handle(other) and await later.read(handle) == data
+    assert await later.resolve(other) == f'{REAL_KEY}~~2'
+
+
+async def test_a_short_id_taken_by_another_handle_gets_one_character_more(kit: StoreKit) -> None:
+    store = kit.make('app')
+    await store.write('seed/call/0', b'seed')  # The store exists.
+    first, second, *rest = short_handles('run/call_1/0')
+    await plant_alias(kit, store, first, 'someone/else/0')
+    handle = await store.write('run/call_1/0', b'mine')
+    assert handle == second and len(handle) == 11
+    assert await store.read(handle) == b'mine'
+    assert await store.write('run/call_1/0', b'mine') == second  # Still deterministic.
+    assert isinstance(store, ResolvableStore) and await store.resolve(first) == 'someone/else/0'  # Not overwritten.
+    # Every candidate taken (an adversary with a hash farm): the full handle, which is unique anyway.
+    for short in rest:
+        await plant_alias(kit, store, short, 'someone/else/0')
+    assert await store.write('run/call_2/0', b'theirs') != 'run/call_2/0'
+    taken = list(short_handles('run/call_3/0'))
+    for short in taken:
+        await plant_alias(kit, store, short, 'someone/else/0')
+    assert await store.write('run/call_3/0', b'x') == 'run/call_3/0'
+    assert await store.read('run/call_3/0') == b'x'

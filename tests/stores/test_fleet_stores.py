@@ -67,11 +67,27 @@ async def test_redis_expiry_is_native_and_covers_the_index(redis_server: RedisSe
     try:
         handle = await store.write('run/call/0', b'short\nlived\n')
         assert await store.read(handle) == b'short\nlived\n'
-        for key in ('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0'):
+        for key in ('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0', f'ttl-app:~a:{handle}'):  # the alias too
             assert 0 < await redis_raw.pttl(key) <= 400
         await eventually_missing(store, handle)
-        assert await redis_raw.exists('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0') == 0
+        assert await redis_raw.exists('ttl-app:~p:run/call/0', 'ttl-app:~i:run/call/0', f'ttl-app:~a:{handle}') == 0
         assert await store.list() == []
+    finally:
+        await store.aclose()
+
+
+async def test_redis_a_payload_without_an_alias_gets_one_with_its_remaining_lifetime(
+    redis_server: RedisServer, redis_raw: Redis
+) -> None:
+    # A payload written before short handles existed, replayed now: the alias lives exactly as long as it.
+    store = RedisStore(redis_server.url, namespace='old-app', cleanup_after=timedelta(minutes=5))
+    try:
+        handle = await store.write('run/call/0', b'older payload')
+        await redis_raw.delete(f'old-app:~a:{handle}')
+        await redis_raw.pexpire('old-app:~p:run/call/0', 60_000)
+        assert await store.write('run/call/0', b'older payload') == handle
+        assert 0 < await redis_raw.pttl(f'old-app:~a:{handle}') <= 60_000
+        assert await store.read(handle) == b'older payload'
     finally:
         await store.aclose()
 
@@ -79,8 +95,10 @@ async def test_redis_expiry_is_native_and_covers_the_index(redis_server: RedisSe
 async def test_redis_without_cleanup_after_keeps_payloads(redis_server: RedisServer, redis_raw: Redis) -> None:
     store = RedisStore(redis_server.url, namespace='keep-app')
     try:
-        await store.write('run/call/0', b'kept')
+        handle = await store.write('run/call/0', b'kept')
         assert await redis_raw.pttl('keep-app:~p:run/call/0') == -1
+        assert await redis_raw.get(f'keep-app:~a:{handle}') == b'run/call/0'  # the alias: the full handle
+        assert await redis_raw.pttl(f'keep-app:~a:{handle}') == -1
     finally:
         await store.aclose()
 
@@ -207,15 +225,20 @@ async def test_object_store_expiry_and_prune(backend: Any, tmp_path: Path) -> No
         # The expiry travels with the object: a reader configured without a TTL honours it too.
         with pytest.raises(HandleNotFoundError):
             await forever.read(handle)
-    assert [payload.handle for payload in await store.list()] == [handle, keep]  # Listed until pruned.
+    assert [payload.handle for payload in await store.list()] == ['run/call/0', 'run/kept/0']  # Listed until pruned.
     assert await forever.prune() == (0 if isinstance(backend, LocalStore) else 1)
     if isinstance(backend, LocalStore):
         assert await store.prune() == 2  # No metadata on local files: the age rule applies to both.
         assert await all_paths(backend, prefix) == []
     else:
         assert await forever.read(keep) == b'kept\n'
-        assert [payload.handle for payload in await store.list()] == [keep]
-        assert await all_paths(backend, prefix) == [f'{prefix}/~i/run/kept/0@', f'{prefix}/~p/run/kept/0@']
+        assert [payload.handle for payload in await store.list()] == ['run/kept/0']
+        # The expired payload's alias went with it; the kept one's stays.
+        assert await all_paths(backend, prefix) == [
+            f'{prefix}/~a/{keep}@',
+            f'{prefix}/~i/run/kept/0@',
+            f'{prefix}/~p/run/kept/0@',
+        ]
         assert await forever.prune(older_than=timedelta(0)) == 1
         assert await all_paths(backend, prefix) == []
 
@@ -228,12 +251,15 @@ async def test_object_store_prune_removes_orphan_indexes(
     handle = await store.write('run/call/0', b'data\n')
     await obstore.delete_async(backend, f'{prefix}/~p/run/call/0@')  # A payload deleted behind our back.
     assert await store.prune() == 0
-    assert await all_paths(backend, prefix) == [f'{prefix}/~i/run/call/0@']  # Young orphans may be in flight.
+    # Young orphans may be in flight. The alias stays until it expires (or is old enough for `older_than`).
+    assert await all_paths(backend, prefix) == [f'{prefix}/~a/{handle}@', f'{prefix}/~i/run/call/0@']
     monkeypatch.setattr(object_module, '_ORPHAN_INDEX_GRACE', -1.0)
     assert await store.prune() == 0
-    assert await all_paths(backend, prefix) == []
+    assert await all_paths(backend, prefix) == [f'{prefix}/~a/{handle}@']
     with pytest.raises(HandleNotFoundError):
-        await store.read(handle)
+        await store.read(handle)  # An orphan alias reads as not found.
+    assert await store.prune(older_than=timedelta(0)) == 0
+    assert await all_paths(backend, prefix) == []
 
 
 async def test_object_store_rebuilds_a_missing_or_stale_index(backend: Any, tmp_path: Path) -> None:

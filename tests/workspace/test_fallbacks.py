@@ -23,6 +23,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     WorkspaceSpillRefused,
     WorkspaceStore,
 )
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import short_handles
 
 from ._support import FACT_CUSTOMER, handle_in, last_return, listing, log_text, tool_returns
 
@@ -60,7 +61,8 @@ async def run_pager(capabilities: list[Any], private: Path, **run: Any) -> tuple
 
 def assert_in_private_store(handle: str, answer: str, private: Path) -> None:
     assert not handle.startswith('.overflow')
-    assert (private / (handle + '.out')).read_bytes().decode() == log_text()
+    full = (private / '.aliases' / handle).read_text()  # The short handle's full form, as the store recorded it.
+    assert (private / (full + '.out')).read_bytes().decode() == log_text()
     assert f'1 matching line for {FACT_CUSTOMER!r}' in answer and 'payment failed' in answer
 
 
@@ -151,15 +153,11 @@ async def test_a_symlink_deeper_in_the_spill_directory(tmp_path: Path, dirs: tup
     outside = tmp_path / 'outside'
     outside.mkdir()
     (workspace / '.overflow').mkdir()
-    (workspace / '.overflow' / 'run-1').symlink_to(outside, target_is_directory=True)
     store = WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace)))
-    with pytest.raises(WorkspaceSpillRefused, match='leads outside the workspace'):
-        await store.write('run-1/call/0', b'tool output')
-    assert await store.write('run-2/call/0', b'tool output') == '.overflow/run-2/call/0.txt'
+    assert await store.write('run-2/call/0', b'tool output') == f'.overflow/{next(short_handles("run-2/call/0"))}.txt'
     # A link planted where the next spill's file will be: not written through.
     (outside / 'target.txt').write_text('untouched')
-    (workspace / '.overflow' / 'run-3' / 'call').mkdir(parents=True)
-    (workspace / '.overflow' / 'run-3' / 'call' / '0.txt').symlink_to(outside / 'target.txt')
+    (workspace / '.overflow' / f'{next(short_handles("run-3/call/0"))}.txt').symlink_to(outside / 'target.txt')
     with pytest.raises(WorkspaceSpillRefused, match='leads outside the workspace'):
         await store.write('run-3/call/0', b'tool output')
     assert listing(outside) == ['target.txt'] and (outside / 'target.txt').read_text() == 'untouched'
@@ -233,15 +231,20 @@ async def test_prune_deletes_only_groups_older_than_the_ttl(tmp_path: Path) -> N
     old_run = await store.write('old-run/call/0', b'old')
     solo = await store.write('solo', b'[1, 2]')
     fresh = await store.write('new-run/call/0', b'new')
-    assert solo == '.overflow/solo.json'
+    assert solo == f'.overflow/{next(short_handles("solo"))}.json'  # One file per spill, named by its short id.
     stamps = workspace / '.overflow' / '.stamps'
+    (stamps / old_run.split('/')[-1]).write_text('0.0')
+    (stamps / solo.split('/')[-1]).write_text('0.0')
+    # A group of the layout before short handles (a directory of one run's spills) is pruned the same way.
+    (workspace / '.overflow' / 'old-run' / 'call').mkdir(parents=True)
+    (workspace / '.overflow' / 'old-run' / 'call' / '0.txt').write_text('older')
     (stamps / 'old-run').write_text('0.0')
-    (stamps / 'solo.json').write_text('0.0')
     (stamps / 'not-a-number').write_text('yesterday')  # a stamp this store cannot read is left alone
-    assert await store.prune() == 2
+    assert await store.prune() == 3
     assert not (workspace / old_run).exists() and not (workspace / solo).exists()
+    assert not (workspace / '.overflow' / 'old-run').exists()
     assert (workspace / fresh).read_bytes() == b'new'
-    assert sorted(path.name for path in stamps.iterdir()) == ['new-run', 'not-a-number']
+    assert sorted(path.name for path in stamps.iterdir()) == [fresh.split('/')[-1], 'not-a-number']
     assert await WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace))).prune() == 0  # no TTL: nothing to do
 
 
@@ -256,3 +259,16 @@ async def test_a_stamp_that_cannot_be_written_does_not_fail_the_spill(
         handle = await store.write('run/call/0', b'payload')
     assert (workspace / handle).read_bytes() == b'payload'
     assert any('could not record the spill time' in record.getMessage() for record in caplog.records)
+
+
+async def test_a_key_reused_for_other_bytes_never_overwrites_a_workspace_spill(tmp_path: Path) -> None:
+    workspace = tmp_path / 'ws'
+    workspace.mkdir()
+    store = WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace)))
+    key = '019adc3e-8f21-7c4b-9a6e-5d0f2b7c8e13/call_Xq3vR8bN2mKp7LwT9yZc/0'
+    first = await store.write(key, b'one\n')
+    assert first == f'.overflow/{next(short_handles(key))}.txt' and len(first) == 24
+    assert await store.write(key, b'one\n') == first  # a durable replay: the same file, untouched
+    other = await store.write(key, b'two\n')
+    assert other == f'.overflow/{next(short_handles(key + "~~2"))}.txt'
+    assert [await store.read(first), await store.read(other)] == [b'one\n', b'two\n']

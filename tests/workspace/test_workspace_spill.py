@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from datetime import timedelta
@@ -18,6 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, WorkspaceSpill
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import short_handles
 
 from ._support import FACT_CUSTOMER, handle_in, jq_command, last_return, listing, orders, shell, tool_returns
 
@@ -76,7 +78,7 @@ async def test_grep_and_jq_through_the_agents_shell_find_the_fact(tmp_path: Path
 
     preview = str(tool_returns(messages, 'fetch_orders')[0].content)
     handle = handle_in(preview)
-    assert handle.startswith('.overflow/') and handle.endswith('/0.json')
+    assert re.fullmatch(r'\.overflow/[0-9a-z]{10}\.json', handle)  # 25 characters: the short id is the file name
     assert "That handle is also the file's path, relative to your workspace's working directory" in preview
     grep_out, jq_out = (str(part.content) for part in tool_returns(messages, 'shell'))
     assert grep_out.startswith('exit 0\n') and f'"customer": "{FACT_CUSTOMER}"' in grep_out
@@ -129,7 +131,7 @@ async def test_ttl_pruning_runs_from_another_process_on_the_same_workspace(tmp_p
     spill = WorkspaceSpill(cleanup_after=timedelta(hours=1))
     result = await agent_for(detective(), workspace, private, workspace=spill).run('go')
     old = handle_in(str(tool_returns(result.all_messages(), 'fetch_orders')[0].content))
-    group = old.split('/')[1]
+    group = old.split('/')[-1]
     stamp = workspace / '.overflow' / '.stamps' / group
     assert float(stamp.read_text()) > 0
     stamp.write_text('0.0')  # this run's latest spill, as the store records it, is now very old
@@ -148,16 +150,11 @@ async def test_ttl_pruning_runs_from_another_process_on_the_same_workspace(tmp_p
     returncode, stdout, stderr = await run_python(script)
     assert returncode == 0, stderr
     fresh = stdout.strip()
-    assert fresh == '.overflow/other-run/call/0.txt'
+    name = f'{next(short_handles("other-run/call/0"))}.txt'
+    assert fresh == f'.overflow/{name}'
     assert not (workspace / old).exists() and not stamp.exists()
     assert (workspace / fresh).read_bytes() == b'fresh output'
-    assert listing(workspace / '.overflow') == [
-        '.stamps',
-        '.stamps/other-run',
-        'other-run',
-        'other-run/call',
-        'other-run/call/0.txt',
-    ]
+    assert listing(workspace / '.overflow') == ['.stamps', f'.stamps/{name}', name]
 
 
 async def test_query_tools_fallback_only_hides_them_while_spills_are_in_the_workspace(tmp_path: Path) -> None:
@@ -234,7 +231,7 @@ async def test_binary_output_is_a_bin_file_named_in_the_preview(tmp_path: Path) 
 
     result = await agent.run('go')
     handle = handle_in(result.output)
-    assert handle.endswith('/0.bin') and 'PNG image' in result.output
+    assert handle.endswith('.bin') and 'PNG image' in result.output
     assert "That handle is also the file's path" in result.output
     assert (workspace / handle).read_bytes() == png
     assert not private.exists()

@@ -20,6 +20,7 @@ from ._protocol import (
     ListableStore,
     OverflowStore,
     RangeReadableStore,
+    ResolvableStore,
     StoredPayload,
 )
 from ._remote import PayloadTooLargeError, StoreBackendError
@@ -40,6 +41,7 @@ __all__ = (
     'OverflowStore',
     'PayloadTooLargeError',
     'RangeReadableStore',
+    'ResolvableStore',
     'StoreBackendError',
     'StoreCleanupWarning',
     'StoreRootError',

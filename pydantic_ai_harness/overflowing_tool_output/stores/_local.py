@@ -22,6 +22,7 @@ from typing import Literal, TypeVar, cast
 
 import anyio.to_thread
 
+from ..._gil import hand_over
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
 from ._paths import (
     MAX_CANDIDATES,
@@ -29,7 +30,9 @@ from ._paths import (
     candidate_handles,
     handle_for_key,
     handle_for_names,
+    is_short_handle,
     names_for_handle,
+    short_handles,
 )
 from ._protocol import HandleNotFoundError, StoredPayload, StreamedPayload
 from ._ttl import normalize_ttl
@@ -52,6 +55,9 @@ _PAYLOAD_SUFFIX = '.out'
 _INDEX_SUFFIX = '.idx'
 _TEMP_PREFIX = '.tmp-'
 _LOCK_NAME = '.prune-lock'
+_ALIASES = '.aliases'
+"""Directory of the short-handle aliases: one file per short id, holding the full handle (never listed as a payload)."""
+_MAX_ALIAS_FILE = 4096
 _NOT_FOUND = 'no stored payload under this handle'
 
 INLINE_INDEX_BYTES = 1 << 20
@@ -476,8 +482,9 @@ class LocalFileStore:
 
     Each payload is one file (plus a small line-index sidecar), written to a temp file and hard-linked
     into place, so a crash never leaves a partial payload under a handle and a stored payload is never
-    replaced. Handles are the keys themselves when they are plain (`run/call_1/0`), escaped otherwise
-    (long segments keep a readable prefix and a hash); they never contain a filesystem path.
+    replaced. Its full handle is the key itself when it is plain (`run/call_1/0`), escaped otherwise
+    (long segments keep a readable prefix and a hash); `write` returns a short alias of it (`p7jrrmpjr4`,
+    recorded in `.aliases/`), and reads accept either. No handle contains a filesystem path.
 
     The root is created with mode 0700 and refused (with
     [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
@@ -527,11 +534,11 @@ class LocalFileStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` atomically under a handle derived from `key`, and return that handle.
+        """Store `data` atomically under a handle derived from `key`, and return its short alias.
 
         A stored payload is never replaced: when the key's handle already holds different bytes, the payload
-        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, that handle is
-        returned and nothing is written.
+        gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, nothing is
+        written. Either way the short alias of the handle used is returned (the same one every time).
         """
         handle = handle_for_key(key)
         payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
@@ -546,6 +553,7 @@ class LocalFileStore:
         never held as one `bytes` and its sidecar is published with it (no background indexing afterwards).
         """
         handle = handle_for_key(key)
+
         stored = await _in_thread(lambda: self._write_stream_sync(handle, pieces))
         self._maybe_schedule_prune()
         return stored
@@ -579,8 +587,16 @@ class LocalFileStore:
         return await _in_thread(lambda: self._list_sync(prefix))
 
     async def delete(self, handle: str) -> bool:
-        """Delete the payload under `handle` and its sidecar; `True` if it existed."""
+        """Delete the payload under `handle` (short or full) with its sidecar and alias; `True` if it existed."""
         return await _in_thread(lambda: self._delete_sync(handle))
+
+    async def resolve(self, handle: str) -> str:
+        """The full handle a short one stands for (`handle` itself when it is no known alias)."""
+        return await _in_thread(lambda: self._resolve_sync(handle))
+
+    async def alias(self, handle: str) -> str | None:
+        """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
+        return await _in_thread(lambda: self._alias_sync(handle))
 
     async def prune(self, older_than: timedelta | None = None) -> int:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
@@ -655,7 +671,75 @@ class LocalFileStore:
             raise
         return directory
 
+    def _alias_in(self, root: _Dir, handle: str) -> str:
+        """The short id recorded for the full `handle` just written: the first candidate free or already its own.
+
+        Each alias is published like a payload (a temp file hard-linked into place), so it never replaces another
+        one; a handle whose candidates are all taken keeps its full form.
+        """
+        try:
+            aliases = root.child(_ALIASES, create=False)
+        except FileNotFoundError:
+            aliases = root.child(_ALIASES, create=True)
+        try:
+            return self._link_alias(aliases, handle)
+        finally:
+            aliases.close()
+
+    def _link_alias(self, aliases: _Dir, handle: str) -> str:
+        target = handle.encode('utf-8', errors='surrogatepass')
+        temp: str | None = None
+        try:
+            for short in short_handles(handle):
+                if temp is None:
+                    temp = self._write_temp(aliases, target)[0]
+                # Link first: the alias is usually new, and a link never replaces what another writer put there.
+                if _link_exclusive(aliases, temp, short) or _holds_data(aliases, short, target) == 'same':
+                    if self.durable:
+                        aliases.fsync()
+                    return short
+        finally:
+            if temp is not None:
+                try:
+                    aliases.unlink(temp)
+                except OSError:
+                    pass
+        return handle
+
+    def _alias_sync(self, handle: str) -> str | None:
+        try:
+            root = self._open_root(create=False)
+        except HandleNotFoundError:
+            return None
+        try:
+            aliases = root.child(_ALIASES, create=False)
+        except OSError:
+            return None
+        finally:
+            root.close()
+        try:
+            for short in short_handles(handle):
+                target = _alias_target(aliases, short)
+                if target is None:
+                    return None
+                if target == handle:
+                    return short
+            return None
+        finally:
+            aliases.close()
+
+    def _resolve_sync(self, handle: str) -> str:
+        try:
+            root = self._open_root(create=False)
+        except HandleNotFoundError:
+            return handle
+        try:
+            return _resolved(root, handle)
+        finally:
+            root.close()
+
     def _write_sync(self, handle: str, data: bytes) -> str:
+        """Publish `data` under the first free candidate of `handle`, record its alias; the alias (the short handle)."""
         names = names_for_handle(handle)
         if names is None:  # pragma: no cover - handle_for_key only produces handles whose names fit
             raise ValueError('LocalFileStore: this key cannot be stored')
@@ -665,7 +749,7 @@ class LocalFileStore:
             try:
                 # Every candidate handle differs from `handle` in its last segment only: one directory for all.
                 directory = self._walk(root, names, create=True)
-                return self._publish_payload(directory, handle, names, data)
+                return self._alias_in(root, self._publish_payload(directory, handle, names, data))
             except FileNotFoundError:
                 # A concurrent pruner removed an empty directory between our mkdir and our open: retry.
                 if attempt == _WRITE_ATTEMPTS - 1:
@@ -741,7 +825,8 @@ class LocalFileStore:
                         raise
                     continue
                 identity, index = self._stream_into(directory, temp, fd, pieces)
-                return self._publish_streamed(directory, handle, names, temp, identity, index)
+                written = self._publish_streamed(directory, handle, names, temp, identity, index)
+                return StreamedPayload(self._alias_in(root, written.handle), written.index)
             finally:
                 if directory is not None and directory is not root:
                     directory.close()
@@ -836,12 +921,14 @@ class LocalFileStore:
 
     def _with_payload(self, handle: str, use: Callable[[int, _Dir, list[str]], _T]) -> _T:
         """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`."""
-        names = names_for_handle(handle)
-        if names is None:
+        if names_for_handle(handle) is None:
             raise HandleNotFoundError(_NOT_FOUND)
         root = self._open_root(create=False)
         directory: _Dir | None = None
         try:
+            names = names_for_handle(_resolved(root, handle))
+            if names is None:  # pragma: no cover - an alias only ever holds a handle the store wrote
+                raise HandleNotFoundError(_NOT_FOUND)
             try:
                 directory = self._walk(root, names, create=False)
                 fd = directory.open(names[-1] + _PAYLOAD_SUFFIX, os.O_RDONLY | _O_NONBLOCK)
@@ -928,14 +1015,18 @@ class LocalFileStore:
         return sorted(found, key=lambda payload: payload.handle)
 
     def _delete_sync(self, handle: str) -> bool:
-        names = names_for_handle(handle)
-        if names is None:
+        if names_for_handle(handle) is None:
             return False
         try:
             root = self._open_root(create=False)
         except HandleNotFoundError:
             return False
         try:
+            handle = _resolved(root, handle)
+            names = names_for_handle(handle)
+            if names is None:  # pragma: no cover - an alias only ever holds a handle the store wrote
+                return False
+            _drop_alias(root, handle)
             try:
                 directory = self._walk(root, names, create=False)
             except OSError:
@@ -1007,6 +1098,7 @@ class LocalFileStore:
             cutoff = now - limit.total_seconds()
             temp_cutoff = min(cutoff, now - _TEMP_FILE_GRACE)
             deleted = _prune_directory(root, cutoff, temp_cutoff, errors, depth=0)
+            _prune_aliases(root, cutoff, temp_cutoff, errors)
         except Exception as exc:  # noqa: BLE001 - pruning must never raise into a run
             warn(f'spill store pruning stopped early: {type(exc).__name__}: {exc}')
         finally:
@@ -1020,6 +1112,112 @@ class LocalFileStore:
                 f'(first error: {type(first).__name__}: {first.strerror})'
             )
         return deleted
+
+
+def _alias_target(aliases: _Dir, short: str) -> str | None:
+    """The full handle the alias file `short` holds, or `None` when there is no such alias."""
+    try:
+        fd = aliases.open(short, os.O_RDONLY | _O_NONBLOCK)
+    except (OSError, HandleNotFoundError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_ALIAS_FILE:
+            return None
+        raw = _read_exact(fd, 0, info.st_size)
+    finally:
+        os.close(fd)
+    try:
+        target = raw.decode('utf-8', errors='surrogatepass')
+    except UnicodeDecodeError:
+        return None
+    return target if names_for_handle(target) is not None else None
+
+
+def _resolved(root: _Dir, handle: str) -> str:
+    """The full handle for `handle`: its alias's target when it is a short id with an alias, else `handle` itself."""
+    if not is_short_handle(handle):
+        return handle
+    try:
+        aliases = root.child(_ALIASES, create=False)
+    except OSError:
+        return handle
+    try:
+        return _alias_target(aliases, handle) or handle
+    finally:
+        aliases.close()
+
+
+def _drop_alias(root: _Dir, handle: str) -> None:
+    """Delete the alias of the full `handle`, if it has one (the candidates before it belong to other handles)."""
+    try:
+        aliases = root.child(_ALIASES, create=False)
+    except OSError:
+        return
+    try:
+        for short in short_handles(handle):
+            target = _alias_target(aliases, short)
+            if target is None:
+                return
+            if target == handle:
+                try:
+                    aliases.unlink(short)
+                except OSError:
+                    pass
+                return
+    finally:
+        aliases.close()
+
+
+def _prune_aliases(root: _Dir, cutoff: float, temp_cutoff: float, errors: list[OSError]) -> None:
+    """Delete the aliases whose payload is gone, and those older than `cutoff` whose payload is old too.
+
+    An alias is published after its payload, so a young alias without a payload lost it to this pass or to a
+    `delete`; an old alias of a young payload serves a payload written again after a delete, and stays.
+    """
+    try:
+        aliases = root.child(_ALIASES, create=False)
+    except OSError:
+        return
+    try:
+        for entry in list(aliases.entries()):
+            hand_over()  # A million aliases: a long loop in a background thread, beside the event loop.
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                if entry.name.startswith(_TEMP_PREFIX):
+                    if info.st_mtime < temp_cutoff:
+                        aliases.unlink(entry.name)
+                    continue
+                target = _alias_target(aliases, entry.name)
+                names = names_for_handle(target) if target is not None else None
+                written = _payload_mtime(root, names) if names is not None else float('-inf')
+                if written == float('-inf') or max(info.st_mtime, written) < cutoff:
+                    aliases.unlink(entry.name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                errors.append(exc)
+    finally:
+        aliases.close()
+
+
+def _payload_mtime(root: _Dir, names: list[str]) -> float:
+    """The modification time of the payload for `names`, or minus infinity when it is missing."""
+    directory = root
+    try:
+        for name in names[:-1]:
+            child = directory.child(name, create=False)
+            if directory is not root:
+                directory.close()
+            directory = child
+        return directory.lstat(names[-1] + _PAYLOAD_SUFFIX).st_mtime
+    except OSError:
+        return float('-inf')
+    finally:
+        if directory is not root:
+            directory.close()
 
 
 def _read_whole(fd: int, _directory: _Dir, _names: list[str]) -> bytes:
@@ -1071,7 +1269,7 @@ def _prune_directory(directory: _Dir, cutoff: float, temp_cutoff: float, errors:
     for entry in list(directory.entries()):
         name = entry.name
         try:
-            if entry.is_symlink() or name == _LOCK_NAME:
+            if entry.is_symlink() or name == _LOCK_NAME or (depth == 0 and name == _ALIASES):
                 continue
             info = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(info.st_mode):

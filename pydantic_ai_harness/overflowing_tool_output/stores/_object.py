@@ -17,9 +17,17 @@ from obstore.store import LocalStore, ObjectStore as ObstoreBackend
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
 from ._local import StoreCleanupWarning
-from ._paths import MAX_CANDIDATES, MAX_WRITTEN_HANDLE_LENGTH, candidate_handles, handle_for_key
+from ._paths import (
+    MAX_CANDIDATES,
+    MAX_WRITTEN_HANDLE_LENGTH,
+    candidate_handles,
+    handle_for_key,
+    is_short_handle,
+    short_handles,
+)
 from ._protocol import HandleNotFoundError, StoredPayload
 from ._remote import (
+    ALIAS_MARKER,
     INDEX_MARKER,
     NOT_FOUND,
     PAYLOAD_MARKER,
@@ -60,7 +68,7 @@ class ObjectStore:
     """Spilled payloads as objects in any `obstore` store: S3 (and compatibles), GCS, Azure, local, memory.
 
     Each payload is one object under `<prefix>/~p/<handle>@`, next to a small line-index object under
-    `<prefix>/~i/<handle>@`. The query tools read windows with ranged GETs, so paging through a 100 MB
+    `<prefix>/~i/<handle>@` and its short alias (what `write` returns) under `<prefix>/~a/<short id>@`. The query tools read windows with ranged GETs, so paging through a 100 MB
     payload moves kilobytes. Every worker (or durable-engine activity) configured with the same bucket
     and prefix reads what any other wrote.
 
@@ -120,7 +128,7 @@ class ObjectStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under a handle derived from `key` (then its line index) and return the handle.
+        """Store `data` under a handle derived from `key` (then its line index and alias); return its short alias.
 
         A stored payload is never replaced: the payload is put only if its object does not exist yet (a
         conditional put, `If-None-Match: *` on S3); when the key's handle already holds different bytes, the
@@ -165,11 +173,11 @@ class ObjectStore:
                         )
                     except StoreBackendError:
                         pass  # The payload is stored: readers rebuild a missing index.
-                    return candidate
+                    return await self._aliased(candidate, attributes)
                 # Another writer created it first (or it vanished again right after): compare with what is there.
                 holds = await self._holds(path, payload)
             if holds == 'same':
-                return candidate
+                return await self._aliased(candidate, attributes)
         raise ValueError(
             f'ObjectStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
             'not stored (prune old payloads)'
@@ -177,7 +185,7 @@ class ObjectStore:
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
-        path = self._checked_payload_path(handle)
+        path = self._checked_payload_path(await self.resolve(handle))
         try:
             result = await obstore.get_async(self.store, path)
             self._raise_if_expired(result.attributes, result.meta)
@@ -191,11 +199,11 @@ class ObjectStore:
 
     async def size(self, handle: str) -> int:
         """The payload size in bytes (one metadata request)."""
-        return (await self._head(self._checked_payload_path(handle)))['size']
+        return (await self._head(self._checked_payload_path(await self.resolve(handle))))['size']
 
     async def read_range(self, handle: str, start: int, end: int) -> bytes:
         """Bytes `[start, end)` of the payload, clamped to its size (one ranged GET)."""
-        path = self._checked_payload_path(handle)
+        path = self._checked_payload_path(await self.resolve(handle))
         low = max(0, start)
         if end <= low:
             await self._head(path)
@@ -212,6 +220,7 @@ class ObjectStore:
 
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index, from its index object (rebuilt and re-saved when missing or stale)."""
+        handle = await self.resolve(handle)
         payload_path = self._checked_payload_path(handle)
         meta, stored = await asyncio.gather(self._head(payload_path), self._get_optional(self._index_path(handle)))
         if stored is not None:
@@ -245,9 +254,13 @@ class ObjectStore:
         return sorted(found, key=lambda payload: payload.handle)
 
     async def delete(self, handle: str) -> bool:
-        """Delete the payload under `handle` and its index object; `True` if the payload existed."""
+        """Delete the payload under `handle` (short or full) with its index and alias objects; `True` if it existed."""
         if not is_valid_handle(handle):
             return False
+        handle = await self.resolve(handle)
+        alias = await self._alias_path_of(handle, asyncio.Semaphore(1))
+        if alias is not None:
+            await self._delete_paths([alias], 'delete')
         try:
             await obstore.head_async(self.store, self._payload_path(handle))
         except Exception as exc:
@@ -262,7 +275,8 @@ class ObjectStore:
 
         A payload is expired when its `expires-at` attribute has passed or, without one, when it is older
         than `cleanup_after`. Pass `older_than` to delete by age alone (no metadata request per object).
-        Index objects left without their payload are removed too. Failures are reported with
+        Index objects left without their payload are removed too, and aliases that expired (they carry their
+        payload's expiry). Failures are reported with
         [`StoreCleanupWarning`][pydantic_ai_harness.overflowing_tool_output.StoreCleanupWarning], never
         raised. Run it from a scheduled job, or use a bucket lifecycle rule on the prefix instead.
         """
@@ -280,16 +294,64 @@ class ObjectStore:
                 expired = [handle for (handle, _), verdict in zip(ours, verdicts) if verdict]
                 surviving.update(handle for (handle, _), verdict in zip(ours, verdicts) if not verdict)
                 if expired:
+                    aliases = await asyncio.gather(*(self._alias_path_of(h, limiter) for h in expired))
                     paths = [self._payload_path(h) for h in expired] + [self._index_path(h) for h in expired]
+                    paths += [path for path in aliases if path is not None]
                     await self._delete_paths(paths, 'prune')
                     deleted += len(expired)
             await self._prune_orphan_indexes(surviving, now)
+            await self._prune_aliases(older_than, now, limiter)
         except Exception as exc:  # noqa: BLE001 - pruning must never raise into a run
             _warn(f'ObjectStore pruning stopped early ({type(exc).__name__}); {deleted} payloads deleted so far')
             return deleted
         return deleted
 
+    async def resolve(self, handle: str) -> str:
+        """The full handle a short one stands for (`handle` itself when it is no known, live alias)."""
+        if not is_short_handle(handle):
+            return handle
+        try:
+            result = await obstore.get_async(self.store, self._alias_path(handle))
+            if self._is_expired(result.attributes, result.meta):
+                return handle
+            target = bytes(await result.bytes_async()).decode('utf-8', 'replace')
+        except Exception as exc:
+            if _is_not_found(exc):
+                return handle
+            raise _translate(exc, 'read') from exc
+        return target if is_valid_handle(target) else handle
+
     # -- implementation --------------------------------------------------------------------------------
+
+    async def _aliased(self, handle: str, attributes: dict[str, str]) -> str:
+        """The short id recorded for the full `handle` just written: the first candidate free or already its own.
+
+        Each alias is a conditional put (never replacing another); a handle whose candidates are all taken keeps
+        its full form. The alias expires with its payload.
+        """
+        target = handle.encode('utf-8', 'surrogateescape')
+        for short in short_handles(handle):
+            path = self._alias_path(short)
+            if await self._create(path, target, attributes) is not None:
+                return short
+            if await self._holds(path, target) == 'same':
+                return short
+        return handle
+
+    async def _alias_path_of(self, handle: str, limiter: asyncio.Semaphore) -> str | None:
+        """The path of the full `handle`'s alias object, if it has one (usually its first candidate: one GET)."""
+        target = handle.encode('utf-8', 'surrogateescape')
+        async with limiter:
+            for short in short_handles(handle):
+                stored = await self._get_optional(self._alias_path(short))
+                if stored is None:
+                    return None
+                if stored == target:
+                    return self._alias_path(short)
+        return None
+
+    def _alias_path(self, short: str) -> str:
+        return f'{self.prefix}/{ALIAS_MARKER}/{short}{_LEAF_SUFFIX}'
 
     def _payload_path(self, handle: str) -> str:
         return f'{self.prefix}/{PAYLOAD_MARKER}/{handle}{_LEAF_SUFFIX}'
@@ -436,6 +498,19 @@ class ObjectStore:
                     return False  # Deleted meanwhile.
                 raise
         return self._is_expired(result.attributes, result.meta, now)
+
+    async def _prune_aliases(self, older_than: timedelta | None, now: float, limiter: asyncio.Semaphore) -> None:
+        """Delete the aliases that expired: they carry their payload's expiry and are written just after it.
+
+        (The alias of a payload pruned here went with it; this pass catches those of payloads deleted otherwise.)
+        """
+        base = f'{self.prefix}/{ALIAS_MARKER}/'
+        async for page in _pages(self.store, base.rstrip('/')):
+            ours = [meta for meta in page if meta['path'].startswith(base) and meta['path'].endswith(_LEAF_SUFFIX)]
+            verdicts = await asyncio.gather(*(self._prune_verdict(meta, older_than, now, limiter) for meta in ours))
+            expired = [meta['path'] for meta, verdict in zip(ours, verdicts) if verdict]
+            if expired:
+                await self._delete_paths(expired, 'prune')
 
     async def _prune_orphan_indexes(self, surviving: set[str], now: float) -> int:
         base = f'{self.prefix}/{INDEX_MARKER}/'

@@ -21,6 +21,12 @@ A store never overwrites a payload with another: when the handle of a key alread
 it tries `candidate_handles(handle)` in order, which appends `~~2`, `~~3`, ... to the last segment. An
 escaped or hashed segment never contains `~~` (in an escaped segment `~` is always followed by two hex
 digits, and the empty segment is `~` alone), so a candidate never equals the handle of another key.
+
+What the model sees is shorter still: a built-in store records an alias from a short id to the full handle
+and returns the short id. `short_handles(handle)` gives the candidates, derived from the SHA-256 of the full
+handle (so the same key gets the same short id in every process and on every replay): its first
+`SHORT_HANDLE_LENGTH` characters in lowercase Crockford base32 (no `i`, `l`, `o` or `u`, which read like
+`1` and `0`), then one character longer each time the shorter one is already another handle's alias.
 """
 
 from __future__ import annotations
@@ -33,11 +39,16 @@ __all__ = (
     'MAX_CANDIDATES',
     'MAX_HANDLE_LENGTH',
     'MAX_SEGMENTS',
+    'MAX_SHORT_HANDLE_LENGTH',
     'MAX_WRITTEN_HANDLE_LENGTH',
+    'SHORT_ALPHABET',
+    'SHORT_HANDLE_LENGTH',
     'candidate_handles',
     'handle_for_key',
     'handle_for_names',
+    'is_short_handle',
     'names_for_handle',
+    'short_handles',
 )
 
 MAX_SEGMENTS = 8
@@ -64,6 +75,18 @@ MAX_WRITTEN_HANDLE_LENGTH = (
     MAX_SEGMENTS * MAX_HANDLE_SEGMENT + (MAX_SEGMENTS - 1) + len(f'{_CANDIDATE_SEPARATOR}{MAX_CANDIDATES}')
 )
 """Longest handle a store's `write` can return (781 characters, all ASCII)."""
+
+SHORT_HANDLE_LENGTH = 10
+"""Characters of a short handle (50 bits: two of a million payloads share a first candidate about once in 2,000
+stores of that size, and then the second gets one character more)."""
+
+MAX_SHORT_HANDLE_LENGTH = 16
+"""Longest short handle; a handle whose candidates up to this length are all taken stays in its full form."""
+
+SHORT_ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'
+"""Crockford's base32 alphabet, lowercase: no `i`, `l`, `o` or `u`, so nothing reads like another character."""
+
+_SHORT = re.compile(f'[{SHORT_ALPHABET}]{{{SHORT_HANDLE_LENGTH},{MAX_SHORT_HANDLE_LENGTH}}}')
 
 _HANDLE_KEEP = frozenset(b'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:+-')
 _NAME_KEEP = frozenset(b'abcdefghijklmnopqrstuvwxyz0123456789_-')
@@ -126,6 +149,19 @@ def candidate_handles(handle: str) -> Iterator[str]:
     yield handle
     for number in range(2, MAX_CANDIDATES + 1):
         yield f'{handle}{_CANDIDATE_SEPARATOR}{number}'
+
+
+def short_handles(handle: str) -> Iterator[str]:
+    """The short ids a store tries, in order, as the alias of the full `handle` (the first free or already its own)."""
+    digest = int.from_bytes(hashlib.sha256(handle.encode('utf-8', errors='surrogatepass')).digest()[:10], 'big')
+    chars = ''.join(SHORT_ALPHABET[(digest >> (5 * (15 - position))) & 31] for position in range(16))
+    for length in range(SHORT_HANDLE_LENGTH, MAX_SHORT_HANDLE_LENGTH + 1):
+        yield chars[:length]
+
+
+def is_short_handle(text: str) -> bool:
+    """Whether `text` has the shape of a short id (a store then looks it up as an alias before as a handle)."""
+    return _SHORT.fullmatch(text) is not None
 
 
 def _name_for_segment(segment: str) -> str | None:

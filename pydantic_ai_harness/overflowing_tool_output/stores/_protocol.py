@@ -15,6 +15,7 @@ __all__ = (
     'ListableStore',
     'OverflowStore',
     'RangeReadableStore',
+    'ResolvableStore',
     'StoredPayload',
     'StreamWritableStore',
     'StreamedPayload',
@@ -39,6 +40,9 @@ class OverflowStore(Protocol):
     which no key's handle contains); when it holds the same bytes, return that same handle, so durable
     replays and retries stay idempotent. Check and write in one atomic step (a create-if-absent
     primitive) so that concurrent writers never clobber each other.
+
+    The built-in stores return a short alias of that handle (a 10-character id, recorded with the same
+    never-replace rule) and accept either form on read; a custom store may return any handle it likes.
     """
 
     async def write(self, key: str, data: bytes) -> str:
@@ -133,6 +137,19 @@ class DeletableStore(Protocol):
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle`; `True` if something was deleted."""
+        ...
+
+
+@runtime_checkable
+class ResolvableStore(Protocol):
+    """Optional extension: a store whose `write` returns a short alias tells which full handle it stands for.
+
+    The built-in stores return a short id (`k3x9m2p7qd`) and keep the full handle (`<run id>/<tool call id>/0`)
+    under it; their reads accept either. The operator CLI and the query tools use `resolve` to show both.
+    """
+
+    async def resolve(self, handle: str) -> str:
+        """The full handle `handle` stands for, or `handle` itself when it is not a known alias."""
         ...
 
 

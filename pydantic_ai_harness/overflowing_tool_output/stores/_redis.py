@@ -16,9 +16,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._paths import MAX_CANDIDATES, candidate_handles, handle_for_key
+from ._paths import MAX_CANDIDATES, candidate_handles, handle_for_key, is_short_handle, short_handles
 from ._protocol import HandleNotFoundError, StoredPayload
 from ._remote import (
+    ALIAS_MARKER,
     INDEX_MARKER,
     NOT_FOUND,
     PAYLOAD_MARKER,
@@ -51,24 +52,54 @@ _PROBE_BATCH = 16
 """Candidate handles whose sizes are probed per round trip before a payload is sent."""
 
 _CREATE_SCRIPT = """
+local outcome = -1
+local expiry = ARGV[3]
 local length = redis.call('STRLEN', KEYS[1])
 if length == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  if ARGV[3] == '' then
+  if expiry == '' then
     redis.call('SET', KEYS[1], ARGV[1])
     redis.call('SET', KEYS[2], ARGV[2])
   else
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', expiry)
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', expiry)
   end
-  return 1
+  outcome = 1
+elseif length == string.len(ARGV[1]) and redis.call('GET', KEYS[1]) == ARGV[1] then
+  outcome = 0
+  local remaining = redis.call('PTTL', KEYS[1])
+  if remaining > 0 then expiry = tostring(remaining) else expiry = '' end
+else
+  return {-1, 0}
 end
-if length == string.len(ARGV[1]) and redis.call('GET', KEYS[1]) == ARGV[1] then
-  return 0
+for position = 3, #KEYS do
+  local created
+  if expiry == '' then
+    created = redis.call('SET', KEYS[position], ARGV[4], 'NX')
+  else
+    created = redis.call('SET', KEYS[position], ARGV[4], 'NX', 'PX', expiry)
+  end
+  if created or redis.call('GET', KEYS[position]) == ARGV[4] then
+    return {outcome, position - 2}
+  end
 end
-return -1
+return {outcome, 0}
 """
-"""Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, atomically (a script runs
-alone on the server). Returns 1 when stored, 0 when KEYS[1] already holds these bytes, -1 when it holds others."""
+"""Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, then its alias (ARGV[4], the full
+handle) under the first of KEYS[3..] that is free or already holds it, with the payload's expiry; atomically (a
+script runs alone on the server). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held
+these bytes, -1 when it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
+
+
+_DROP_ALIAS_SCRIPT = """
+for position = 1, #KEYS do
+  local target = redis.call('GET', KEYS[position])
+  if not target then return 0 end
+  if target == ARGV[1] then return redis.call('DEL', KEYS[position]) end
+end
+return 0
+"""
+"""Delete the alias of the full handle ARGV[1]: the first of its candidate keys KEYS that holds it (the ones before
+it hold other handles; a missing one ends the search)."""
 
 
 @dataclass
@@ -76,8 +107,9 @@ class RedisStore:
     """Spilled payloads in Redis: every worker of a service reads what any other wrote.
 
     Each payload is one Redis string under `<namespace>:~p:<handle>`, next to its line index under
-    `<namespace>:~i:<handle>`; both are written by one server-side script with the same expiry, so a
-    reader never sees one without the other, and a stored payload is never replaced by another. The
+    `<namespace>:~i:<handle>` and its short alias under `<namespace>:~a:<short id>` (what `write` returns);
+    all three are written by one server-side script with the same expiry, so a reader never sees one
+    without the others, and a stored payload or alias is never replaced by another. The
     query tools read windows with `GETRANGE`, so paging through a 100 MB payload moves kilobytes, not
     megabytes. The server must allow scripts (`EVALSHA`, `SCRIPT LOAD`) for the store's user.
 
@@ -140,11 +172,12 @@ class RedisStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Store `data` under a handle derived from `key` (payload and index atomically) and return the handle.
+        """Store `data` under a handle derived from `key` (payload, index and alias atomically); return its short id.
 
         A stored payload is never replaced: when the key's handle already holds different bytes, the payload
         gets the next free candidate handle (`<handle>~~2`, ...); when it holds the same bytes, that handle is
-        returned and nothing is written. The check and the write are one server-side script, so concurrent
+        kept and nothing is written. The short id returned is the payload's alias (see `short_handles`); reads
+        accept it or the full handle. The check and the writes are one server-side script, so concurrent
         writers in any process never clobber each other.
 
         Raises:
@@ -166,7 +199,7 @@ class RedisStore:
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
-        key = self._checked_payload_key(handle)
+        key = self._checked_payload_key(await self.resolve(handle))
         value = await self._call(lambda client: client.get(key), 'read')
         if value is None:
             raise HandleNotFoundError(NOT_FOUND)
@@ -176,7 +209,7 @@ class RedisStore:
 
     async def size(self, handle: str) -> int:
         """The payload size in bytes (`STRLEN`)."""
-        key = self._checked_payload_key(handle)
+        key = self._checked_payload_key(await self.resolve(handle))
         exists, length = await self._transaction(lambda pipe: (pipe.exists(key), pipe.strlen(key)), 'size')
         if not exists:
             raise HandleNotFoundError(NOT_FOUND)
@@ -184,7 +217,7 @@ class RedisStore:
 
     async def read_range(self, handle: str, start: int, end: int) -> bytes:
         """Bytes `[start, end)` of the payload, clamped to its size (`GETRANGE`)."""
-        key = self._checked_payload_key(handle)
+        key = self._checked_payload_key(await self.resolve(handle))
         low = max(0, start)
         if end <= low:
             exists = await self._call(lambda client: client.exists(key), 'read')
@@ -200,6 +233,7 @@ class RedisStore:
 
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index, stored with it at write time (rebuilt and re-saved if it went missing)."""
+        handle = await self.resolve(handle)
         payload_key = self._checked_payload_key(handle)
         index_key = self._index_key(handle)
         exists, length, stored = await self._transaction(
@@ -249,13 +283,30 @@ class RedisStore:
         return sorted(unique.values(), key=lambda payload: payload.handle)
 
     async def delete(self, handle: str) -> bool:
-        """Delete the payload under `handle` and its index; `True` if the payload existed."""
+        """Delete the payload under `handle` (short or full) with its index and alias; `True` if the payload existed."""
         if not is_valid_handle(handle):
             return False
+        handle = await self.resolve(handle)
         deleted, _ = await self._transaction(
             lambda pipe: (pipe.delete(self._payload_key(handle)), pipe.delete(self._index_key(handle))), 'delete'
         )
+        alias_keys = [self._alias_key(short) for short in short_handles(handle)]
+        await self._call(
+            lambda client: client.register_script(_DROP_ALIAS_SCRIPT)(keys=alias_keys, args=[handle], client=client),
+            'delete',
+        )
         return bool(deleted)
+
+    async def resolve(self, handle: str) -> str:
+        """The full handle a short one stands for (`handle` itself when it is no known alias)."""
+        if not is_short_handle(handle):
+            return handle
+        alias_key = self._alias_key(handle)
+        stored = await self._call(lambda client: client.get(alias_key), 'read')
+        if stored is None:
+            return handle
+        target = _as_bytes(stored).decode('utf-8', 'replace')
+        return target if is_valid_handle(target) else handle
 
     async def aclose(self) -> None:
         """Close the connections this store opened from `url` in the running event loop.
@@ -274,6 +325,9 @@ class RedisStore:
 
     def _index_key(self, handle: str) -> str:
         return f'{self.namespace}:{INDEX_MARKER}:{handle}'
+
+    def _alias_key(self, short: str) -> str:
+        return f'{self.namespace}:{ALIAS_MARKER}:{short}'
 
     def _checked_payload_key(self, handle: str) -> str:
         if not is_valid_handle(handle):
@@ -335,12 +389,12 @@ class RedisStore:
                 exists, length = probes[2 * position], probes[2 * position + 1]
                 if exists and int(length) != len(payload):
                     continue
-                keys = [self._payload_key(candidate), self._index_key(candidate)]
-                outcome = await script(
-                    keys=keys, args=[payload, index_value, '' if expiry is None else str(expiry)], client=client
-                )
+                shorts = list(short_handles(candidate))
+                keys = [self._payload_key(candidate), self._index_key(candidate), *map(self._alias_key, shorts)]
+                args = [payload, index_value, '' if expiry is None else str(expiry), candidate]
+                outcome, alias = await script(keys=keys, args=args, client=client)
                 if int(outcome) >= 0:
-                    return candidate
+                    return shorts[int(alias) - 1] if int(alias) > 0 else candidate
         raise ValueError(
             f'RedisStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
             'not stored (delete old payloads or set cleanup_after)'

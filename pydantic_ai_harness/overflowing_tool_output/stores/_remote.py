@@ -1,7 +1,8 @@
 """What the networked stores (`RedisStore`, `ObjectStore`) share: handle checks, namespaces and their errors.
 
-Both stores lay their data out as `<namespace><sep>~p<sep><handle>` (the payload) and
-`<namespace><sep>~i<sep><handle>` (its line index); `ObjectStore` appends `@` to both names. A namespace may not contain `~` and a handle is
+Both stores lay their data out as `<namespace><sep>~p<sep><handle>` (the payload),
+`<namespace><sep>~i<sep><handle>` (its line index) and `<namespace><sep>~a<sep><short id>` (the alias the model
+sees, holding the full handle); `ObjectStore` appends `@` to every name. A namespace may not contain `~` and a handle is
 checked against the alphabet `handle_for_key` produces, so:
 
 - two distinct keys give two distinct handles (`handle_for_key` is injective), hence two distinct names;
@@ -18,6 +19,7 @@ import re
 from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS
 
 __all__ = (
+    'ALIAS_MARKER',
     'NOT_FOUND',
     'PayloadTooLargeError',
     'StoreBackendError',
@@ -34,6 +36,9 @@ PAYLOAD_MARKER = '~p'
 
 INDEX_MARKER = '~i'
 """The namespace component under which line indexes live."""
+
+ALIAS_MARKER = '~a'
+"""The namespace component under which short-handle aliases live (each holds the full handle it stands for)."""
 
 _SEGMENT = r'[A-Za-z0-9_:+~=-][A-Za-z0-9_.:+~=-]*'
 _HANDLE = re.compile(rf'{_SEGMENT}(?:/{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}')

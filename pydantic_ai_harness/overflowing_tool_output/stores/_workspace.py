@@ -29,7 +29,7 @@ from pydantic_ai.tools import RunContext
 from pydantic_ai.workspaces import UnavailableWorkspace, Workspace
 from pydantic_ai.workspaces.unavailable import NO_WORKSPACE
 
-from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS, handle_for_key, names_for_handle
+from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS, candidate_handles, handle_for_key, short_handles
 from ._protocol import HandleNotFoundError, OverflowStore
 
 __all__ = ('WorkspaceSpill', 'WorkspaceSpillRefused', 'WorkspaceStore', 'route_for_run', 'store_for_run')
@@ -177,7 +177,13 @@ class WorkspaceStore:
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
     async def write(self, key: str, data: bytes) -> str:
-        """Write `data` to its file in the workspace and return the handle (the file's relative path)."""
+        """Write `data` to its file in the workspace and return the handle (the file's relative path).
+
+        The file is `<directory>/<short id><extension>`, the short id derived from the key as the other built-in
+        stores derive theirs, so the same key and bytes give the same file in every process and on every replay.
+        A file already there with other bytes (the key reused, or another key's id) is never replaced: the next
+        candidate of the key's handle (`<handle>~~2`, ...) gives another id.
+        """
         workspace = self.workspace
         if not workspace.attached:
             backend = workspace.backend
@@ -185,25 +191,31 @@ class WorkspaceStore:
             raise WorkspaceSpillRefused(f'the workspace is unavailable: {reason}')
         if workspace.read_only:
             raise WorkspaceSpillRefused('the workspace is read-only')
-        names = names_for_handle(handle_for_key(key))
-        if names is None:  # pragma: no cover - handle_for_key only produces valid handles
-            raise WorkspaceSpillRefused('the key cannot be stored')
-        suffix = _suffix_for(data)
-        handle = posixpath.join(self.directory, *names) + suffix
+        payload = data if type(data) is bytes else bytes(data)  # a bytearray or a view
+        suffix = _suffix_for(payload)
         root = await workspace.working_dir()
-        target = await self._contained(root, handle)
-        if target is None:
-            raise WorkspaceSpillRefused(f'{handle} leads outside the workspace (through a symlink)')
-        level = await workspace.authority_of(target)
-        if _RANK[level] > _RANK[workspace.authority]:
-            raise WorkspaceSpillRefused(
-                f"the workspace gives {handle} authority {level!r}, above its files' {workspace.authority!r}: "
-                'tool output must not be trusted as that'
-            )
-        await workspace.write_bytes(target, data if type(data) is bytes else bytes(data))  # a bytearray or a view
-        await self._stamp(root, names[0] if len(names) > 1 else names[0] + suffix)
-        await self._maybe_prune(root)
-        return handle
+        for candidate in candidate_handles(handle_for_key(key)):
+            name = next(short_handles(candidate)) + suffix
+            handle = posixpath.join(self.directory, name)
+            target = await self._contained(root, handle)
+            if target is None:
+                raise WorkspaceSpillRefused(f'{handle} leads outside the workspace (through a symlink)')
+            holds = await self._holds(target, payload)
+            if holds == 'same':
+                return handle
+            if holds == 'different':
+                continue
+            level = await workspace.authority_of(target)
+            if _RANK[level] > _RANK[workspace.authority]:
+                raise WorkspaceSpillRefused(
+                    f"the workspace gives {handle} authority {level!r}, above its files' {workspace.authority!r}: "
+                    'tool output must not be trusted as that'
+                )
+            await workspace.write_bytes(target, payload)
+            await self._stamp(root, name)
+            await self._maybe_prune(root)
+            return handle
+        raise WorkspaceSpillRefused('every file name for this key holds other bytes')
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes of the file `handle` names; `HandleNotFoundError` when there is none (or it escapes)."""
@@ -240,6 +252,15 @@ class WorkspaceStore:
             return 0
 
     # -- implementation --------------------------------------------------------------------------------
+
+    async def _holds(self, path: str, data: bytes) -> Literal['missing', 'same', 'different']:
+        """Whether the file at `path` is missing, holds exactly `data`, or holds something else."""
+        if not await self.workspace.exists(path):
+            return 'missing'
+        try:
+            return 'same' if await self.workspace.read_bytes(path) == data else 'different'
+        except OSError:
+            return 'different'  # a directory, not readable: never ours to reuse
 
     async def _contained(self, root: str, relative: str) -> str | None:
         """The absolute path of `relative` when it (symlinks resolved) stays inside `root`, else `None`."""
