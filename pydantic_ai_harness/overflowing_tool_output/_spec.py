@@ -193,9 +193,14 @@ def _build_store(kind: str, options: Mapping[str, Any], where: str) -> OverflowS
     kwargs: dict[str, Any] = dict(options)
     if kwargs.get('cleanup_after') is not None:
         kwargs['cleanup_after'] = parse_duration(kwargs['cleanup_after'], f'{where}.cleanup_after')
-    for name in ('base_dir', 'url', 'namespace', 'prefix'):
+    for name, expected in (
+        ('base_dir', 'a directory path'),
+        ('url', 'a URL'),
+        ('namespace', 'a string'),
+        ('prefix', 'a string'),
+    ):
         if name in kwargs and kwargs[name] is not None and not isinstance(kwargs[name], str):
-            raise SpecError(f'{where}.{name}: expected a string, got {type(kwargs[name]).__name__} {kwargs[name]!r}')
+            raise SpecError(f'{where}.{name}: expected {expected}, got {type(kwargs[name]).__name__} {kwargs[name]!r}')
     if kind != 'LocalFileStore' and not kwargs.get('url'):
         raise SpecError(f'{where}.url: missing; {kind} is built from a URL as data')
     try:

@@ -121,7 +121,7 @@ def test_spec_cleanup_after_refusals_name_the_field(bad: Any) -> None:
 
 def test_spec_base_dir_must_be_a_path() -> None:
     with pytest.raises(ValueError, match=r'store\.base_dir: expected a directory path, got int 7'):
-        OverflowingToolOutput.from_spec(store={'base_dir': 7})  # pyright: ignore[reportArgumentType]
+        OverflowingToolOutput.from_spec(store={'base_dir': 7})
 
 
 # --- 2. store diagnostics up front -------------------------------------------------------------------------------

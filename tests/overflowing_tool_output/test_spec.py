@@ -241,7 +241,7 @@ def test_workspace_and_step_budget_forms() -> None:
             r'store\.RedisStore\.db: unknown field; RedisStore takes',
         ),
         ({'store': {'ObjectStore': {'url': 'nope://bucket'}}}, r'store\.ObjectStore\.url: obstore could not open'),
-        ({'store': {'LocalFileStore': {'base_dir': 3}}}, r'store\.LocalFileStore\.base_dir: expected a string'),
+        ({'store': {'LocalFileStore': {'base_dir': 3}}}, r'store\.LocalFileStore\.base_dir: expected a directory path'),
     ],
 )
 def test_a_wrong_opt_in_spec_names_the_bad_field(options: dict[str, Any], message: str) -> None:
