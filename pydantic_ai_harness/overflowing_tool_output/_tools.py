@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import anyio
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
+from pydantic_ai.exceptions import UserError
 
 from ._handles import KnownHandle, known_handles, near_misses, unknown_handle_answer
 from ._json_query_tool import QUERY_DOC, build_query_tool_result
@@ -103,6 +104,15 @@ def _show(text: str, limit: int = 120) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f'{number} {noun}' if number == 1 else f'{number} {noun}s'
+
+
+def _conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle]:
+    """The handles the run's messages carry; none where the context holds no messages (a Temporal activity's)."""
+    try:
+        messages = ctx.messages
+    except UserError:
+        return []
+    return known_handles(messages)
 
 
 def _clean_handle(handle: str) -> str:
@@ -334,7 +344,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         def read(meant: str) -> Awaitable[str]:
             return _read_tool_result(route(ctx, meant), caps, meant, offset, limit, from_end, pattern, unit)
 
-        answer = _resolved_answer(store, handle, known_handles(ctx.messages), read)
+        answer = _resolved_answer(store, handle, _conversation_handles(ctx), read)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     async def grep_tool_result(
@@ -352,7 +362,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
             store = route(ctx, meant)
             return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset)
 
-        answer = _resolved_answer(store, handle, known_handles(ctx.messages), grep)
+        answer = _resolved_answer(store, handle, _conversation_handles(ctx), grep)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     async def query_tool_result(ctx: RunContext[Any], handle: str, path: str, max_matches: int = 20) -> str:
@@ -363,7 +373,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
                 meant, path, max_matches
             )
 
-        answer = _resolved_answer(store, handle, known_handles(ctx.messages), query)
+        answer = _resolved_answer(store, handle, _conversation_handles(ctx), query)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
