@@ -351,12 +351,16 @@ class CarefulModel(ScriptedModel):
     def _new_call(self) -> None:
         self._grepped = False
         self._read = False
+        self._handle: str | None = None
 
     def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
+        # The handle it pages with is the one it was last shown; a grep answer need not repeat it.
         handle_match = _PREVIEW_HANDLE.search(text) or _TOOL_HANDLE.search(text)
-        if handle_match is None:
+        if handle_match is not None:
+            self._handle = handle_match.group(1)
+        handle = self._handle
+        if handle is None:
             return None  # nothing stored to page back into
-        handle = handle_match.group(1)
         if not self._grepped:
             self._grepped = True
             return self._tool_call('grep_tool_result', {'handle': handle, 'pattern': question.search, 'max_matches': 5})

@@ -7,6 +7,7 @@ run on RE2 (linear time), and every output is capped in lines and characters.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -796,12 +797,11 @@ async def _render_grep(
     caps: QueryLimits,
     offset: int,
 ) -> str:
-    handle = payload.handle
     pattern = search.pattern
     context_lines = search.context_lines
     total_lines = payload.index.line_count
     kind = 'regex' if search.is_regex else 'literal, case-sensitive'
-    scope_lines = f'lines {offset + 1}-{total_lines} of {total_lines}' if offset else f'{total_lines} lines'
+    scope_lines = f'lines {offset + 1}-{total_lines} of {total_lines}' if offset else _count(total_lines, 'line')
     extra: list[str] = []
     in_part = _searched_in_part(result)
     if in_part:
@@ -812,9 +812,9 @@ async def _render_grep(
             f'there are at least {result.total} matching lines. Continue: {search.again(result.stopped_at_line + 1)}.'
         )
     if not result.hits:
-        text = f'No matches for {_show(pattern)} ({kind}) in the stored result {_show(handle)} ({scope_lines}).'
+        text = f'No line matches {_show(pattern)} ({kind}; {scope_lines} searched).'
         if not search.is_regex and result.complete:
-            text += " For a case-insensitive or pattern search use is_regex=True, e.g. pattern='(?i)error'."
+            text += f' Any case: is_regex=True, pattern={_show("(?i)" + re.escape(pattern))}.'
         return ' '.join([text, *extra])
     # Merge the context windows of nearby matches into groups of consecutive lines.
     groups: list[tuple[int, int, list[Hit]]] = []
@@ -865,13 +865,10 @@ async def _render_grep(
             break
     scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
-        f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}) '
-        f'in the stored result {_show(handle)} ({scope_lines}). Showing {scope} with '
-        f'{_count(context_lines, "line")} of context; ">" marks matching lines. '
-        f'To read on from a match: {_call(handle, offset="<offset shown>")}.'
-    ).replace("offset='<offset shown>'", 'offset=<offset shown>')
-    if notes:
-        header += f' [{"; ".join(notes)}]'
+        f'{"" if result.complete else "At least "}{_count(result.total, "matching line")} for {_show(pattern)} ({kind}; '
+        f'{scope_lines} searched). Showing {scope}, marked ">", with {_count(context_lines, "line")} of context'
+    )
+    header += f' [{"; ".join(notes)}]:' if notes else ':'
     footer: list[str] = []
     hidden = result.total - shown_hits
     if hidden > 0:

@@ -252,7 +252,7 @@ async def test_a_spill_masks_preview_store_and_every_query_tool(tmp_path: Path) 
     preview, queries = answers
     assert '[secret withheld: GitHub Token]' in preview
     assert 'DEBUG aws key [secret withheld: AWS Access Key] loaded' in queries
-    assert "No matches for 'AKIA'" in queries
+    assert "No line matches 'AKIA'" in queries
     for text in (
         preview,
         queries,

@@ -144,7 +144,7 @@ async def test_query_tools_answer_corpus_handles_with_guidance(planted: tuple[Lo
             if handle.strip() == 'run/call/0':  # Surrounding whitespace is forgiven: it is the legit handle.
                 note, answer = answer.split('\n', 1)
                 assert note == f'(Read {handle!r} as the handle {"run/call/0"!r}.)'
-                assert 'legit payload' in answer or answer.startswith('No matches')
+                assert 'legit payload' in answer or answer.startswith('No line matches')
                 continue
             assert answer.startswith('No stored result found under handle'), answer
             assert str(base) not in answer

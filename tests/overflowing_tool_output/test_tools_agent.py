@@ -254,7 +254,7 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     grep: Any = toolset.tools['grep_tool_result'].function
     answer = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines)
     assert len(answer) <= QueryLimits().max_output_chars
-    shown = int(re.search(r'Showing the first (\d+) ', answer).group(1))  # type: ignore[union-attr]
+    shown = int(re.search(r'Showing the first (\d+),', answer).group(1))  # type: ignore[union-attr]
     assert 1 <= shown < 100
     assert f'-- {shown} matches at lines 1-{shown} (read around it: offset=1) --' in answer
     # The next page starts after the last match shown, and the call that continues the search says so.
