@@ -21,6 +21,8 @@ from ._protocol import (
     OverflowStore,
     RangeReadableStore,
     StoredPayload,
+    StreamedPayload,
+    StreamWritableStore,
 )
 from ._remote import PayloadTooLargeError, StoreBackendError
 from ._workspace import WorkspaceSpill, WorkspaceSpillRefused, WorkspaceStore
@@ -44,6 +46,8 @@ __all__ = (
     'StoreCleanupWarning',
     'StoreRootError',
     'StoredPayload',
+    'StreamWritableStore',
+    'StreamedPayload',
     'WorkspaceSpill',
     'WorkspaceSpillRefused',
     'WorkspaceStore',
