@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pydantic_ai_harness.overflowing_tool_output._capability import (
     _PiecesStopped,
     _Relay,
 )
-from pydantic_ai_harness.overflowing_tool_output._preview import count_lines
+from pydantic_ai_harness.overflowing_tool_output._preview import ImportantLinesScan, count_lines
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
 from pydantic_ai_harness.overflowing_tool_output.stores._protocol import StreamWritableStore
@@ -156,6 +157,22 @@ async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written
         written = await store.write_stream('run/call/0', relay.pieces())
     assert written is not None
     assert await store.read(written.handle) == text.encode('utf-8', 'surrogatepass')
+
+
+async def test_a_write_that_stops_early_releases_the_encoder_and_its_scanner() -> None:
+    relay = _Relay()
+    scan = ImportantLinesScan(count_lines=False)
+    text = big_log()
+
+    def store_takes_one_piece() -> None:
+        next(iter(relay.pieces()))
+        relay.abandon()  # what the capability does when the store fails or its deadline passes
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, relay.encode_and_scan, text, scan)
+        await anyio.to_thread.run_sync(store_takes_one_piece)
+    # The encoder returned (the task group waited for it) and took its scanner thread down with it.
+    assert not [t for t in threading.enumerate() if t.name == 'pyai-harness-preview-scan']
 
 
 JSON_CORPUS: list[Any] = [
