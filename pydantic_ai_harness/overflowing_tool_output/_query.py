@@ -136,7 +136,7 @@ class Matcher:
     def search(self, buffer: Buffer, start: int, end: int) -> tuple[int, int]:
         """The first match in `buffer[start:end]` as `(start, end)`, or `(-1, -1)`."""
         if self.literal is not None:
-            found = self.finders[0].find(buffer, start, end)
+            found = self.finders[0].find(buffer, start, end) if self.finders else buffer.find(self.literal, start, end)
             return (found, found + len(self.literal)) if found != -1 else (-1, -1)
         match = cast(_Regex, self.regex).search(buffer, start, end)
         if match is None:
