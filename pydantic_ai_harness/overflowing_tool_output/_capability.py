@@ -968,6 +968,7 @@ class _Relay:
     """
 
     def __init__(self) -> None:
+        self._loop_thread = threading.get_ident()  # built on the event loop, whose thread must never wait for pieces
         self._pieces: deque[bytes] = deque()
         self._ready = threading.Condition()
         self._done = False
@@ -1011,6 +1012,12 @@ class _Relay:
 
     def pieces(self) -> Iterator[bytes]:
         """The pieces, in order, as the store takes them (in its own thread)."""
+        if threading.get_ident() == self._loop_thread:
+            # The encoder cannot start while the event loop waits here: refuse instead of hanging the run.
+            raise _PiecesStopped(
+                'write_stream iterated the pieces on the event loop; iterate them in a worker thread '
+                '(anyio.to_thread.run_sync), as the next piece may not be encoded yet'
+            )
         while True:
             with self._ready:
                 while not self._pieces and not self._done and not self._abandoned:

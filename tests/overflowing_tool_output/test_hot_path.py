@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,11 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import (
+    OverflowingToolOutput,
+    OverflowingToolOutputWarning,
+    StreamedPayload,
+)
 from pydantic_ai_harness.overflowing_tool_output._capability import (
     _PIECE_CHARS,
     _PiecesStopped,
@@ -173,6 +177,24 @@ async def test_a_write_that_stops_early_releases_the_encoder_and_its_scanner() -
         await anyio.to_thread.run_sync(store_takes_one_piece)
     # The encoder returned (the task group waited for it) and took its scanner thread down with it.
     assert not [t for t in threading.enumerate() if t.name == 'pyai-harness-preview-scan']
+
+
+async def test_a_store_iterating_the_pieces_on_the_event_loop_fails_fast_instead_of_hanging(tmp_path: Path) -> None:
+    @dataclass
+    class LoopIteratingStore(PlainWriteStore):
+        """A custom store that (wrongly) iterates the pieces on the event loop."""
+
+        async def write_stream(self, key: str, pieces: Iterable[bytes]) -> StreamedPayload:
+            data = b''.join(pieces)  # would wait forever for an encoder the blocked loop cannot start
+            raise AssertionError(f'unreachable: got {len(data)} bytes')
+
+    store = LoopIteratingStore(LocalFileStore(base_dir=tmp_path / 'spill'))
+    assert isinstance(store, StreamWritableStore)
+    with pytest.warns(OverflowingToolOutputWarning, match='iterate them in a worker thread'):
+        run = await run_tool(OverflowingToolOutput(store=store), big_log())
+    # The spill could not run: the default band's fallback (a truncation) kept the run going.
+    assert 'overflow_handle' not in (run.returns()[0].metadata or {})
+    assert await store.list() == []
 
 
 JSON_CORPUS: list[Any] = [
