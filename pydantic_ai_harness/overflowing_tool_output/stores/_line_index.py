@@ -186,8 +186,10 @@ def _newline_counter(data: bytes) -> Callable[[int, int], int]:
     `bytes.count` walks a single-byte needle one byte at a time, holding the GIL; numpy compares in SIMD and
     releases the GIL, so the count of a streamed spill runs beside the encoding and the preview scan.
     """
+    if len(data) < _NUMPY_FROM:
+        return partial(data.count, b'\n')  # small payloads never even import numpy
     numpy = _numpy()
-    if numpy is None or len(data) < _NUMPY_FROM:
+    if numpy is None:
         return partial(data.count, b'\n')
     array = numpy.frombuffer(data, dtype=numpy.uint8)
     count_nonzero = numpy.count_nonzero
