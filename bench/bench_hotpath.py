@@ -318,9 +318,12 @@ def run() -> tuple[list[Entry], str]:
             worker.process.kill()
         shutil.rmtree(scratch, ignore_errors=True)
     from pydantic_ai_harness.overflowing_tool_output._preview import _literal_finder
+    from pydantic_ai_harness.overflowing_tool_output.stores._line_index import _numpy
 
     engine = 'Hyperscan' if type(_literal_finder()).__name__ == '_HyperscanFinder' else 'RE2 (hyperscan not installed)'
+    counting = 'numpy' if _numpy() is not None else '`bytes.count` (numpy not installed)'
     return entries, (
-        f'Upstream: {note}. Important-lines prefilter: {engine}. Measured with `.venv/bin/python -m bench {SECTION}` '
-        'on a shared 2-core machine: figures vary by about 30% between runs.'
+        f'Upstream: {note}. Important-lines prefilter: {engine}; line counting: {counting} (the `hyperscan` and '
+        f'`numpy` extras). Measured with `PYTHONPATH=$PWD .venv/bin/python -m bench {SECTION}` on a shared 2-core '
+        'machine: figures vary by about 30% between runs.'
     )

@@ -73,6 +73,7 @@ def test_extras_are_named_for_what_they_cover_and_pin_no_test_servers(metadata: 
         'durable',
         'secrets',
         'hyperscan',
+        'numpy',
     }
     requirements = metadata.get_all('Requires-Dist', [])
     assert "obstore>=0.6; extra == 'object-store'" in requirements

@@ -989,6 +989,7 @@ class _Relay:
     """
 
     def __init__(self) -> None:
+        self._loop_thread = threading.get_ident()  # built on the event loop, whose thread must never wait for pieces
         self._pieces: deque[bytes] = deque()
         self._ready = threading.Condition()
         self._done = False
@@ -996,24 +997,27 @@ class _Relay:
         self._abandoned = False
 
     def encode_and_scan(self, text: str, scan: ImportantLinesScan) -> None:
-        """Hand the UTF-8 pieces of `text` (lone surrogates kept) to the store, scanning each (a worker thread)."""
+        """Hand the UTF-8 pieces of `text` (lone surrogates kept) to the store, scanning each (a worker thread).
+
+        The scan runs in a thread of its own (`_Scanner`), so encoding, writing and scanning all overlap; a scan
+        that fails does not stop the payload from being written whole, and its error is raised at the end.
+        """
         base = 0
-        failure: BaseException | None = None
+        scanner = _Scanner(scan)
         try:
-            for piece in _encoded_pieces(text):
-                if not self._put(piece):
-                    return  # the write stopped (failed, or its deadline passed): nothing more to do
-                if failure is None:
-                    try:
-                        scan.feed(piece, base)
-                    except Exception as exc:  # noqa: BLE001 - the payload must still be written whole
-                        failure = exc
-                base += len(piece)
-            self._complete = True
+            try:
+                for piece in _encoded_pieces(text):
+                    if not self._put(piece):
+                        return  # the write stopped (failed, or its deadline passed): nothing more to do
+                    scanner.add(piece, base)
+                    base += len(piece)
+                self._complete = True
+            finally:
+                with self._ready:
+                    self._done = True
+                    self._ready.notify_all()
         finally:
-            with self._ready:
-                self._done = True
-                self._ready.notify_all()
+            failure = scanner.finish(drain=self._complete)
         if failure is not None:
             raise failure
 
@@ -1029,6 +1033,12 @@ class _Relay:
 
     def pieces(self) -> Iterator[bytes]:
         """The pieces, in order, as the store takes them (in its own thread)."""
+        if threading.get_ident() == self._loop_thread:
+            # The encoder cannot start while the event loop waits here: refuse instead of hanging the run.
+            raise _PiecesStopped(
+                'write_stream iterated the pieces on the event loop; iterate them in a worker thread '
+                '(anyio.to_thread.run_sync), as the next piece may not be encoded yet'
+            )
         while True:
             with self._ready:
                 while not self._pieces and not self._done and not self._abandoned:
@@ -1048,6 +1058,56 @@ class _Relay:
             self._abandoned = True
             self._pieces.clear()
             self._ready.notify_all()
+
+
+class _Scanner:
+    """The preview scan of a streamed spill, in a thread of its own, at most `_PIECES_AHEAD` pieces behind."""
+
+    def __init__(self, scan: ImportantLinesScan) -> None:
+        self._scan = scan
+        self._queue: deque[tuple[bytes, int]] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name='pyai-harness-preview-scan', daemon=True)
+        self._thread.start()
+
+    def add(self, piece: bytes, base: int) -> None:
+        """Queue `piece` (starting at byte `base`) for the scan; waits while `_PIECES_AHEAD` are queued."""
+        with self._ready:
+            while len(self._queue) >= _PIECES_AHEAD and self._failure is None:
+                self._ready.wait()
+            if self._failure is None:
+                self._queue.append((piece, base))
+                self._ready.notify_all()
+
+    def finish(self, *, drain: bool) -> BaseException | None:
+        """Scan what is queued (`drain`) or drop it, wait for the thread; the scan's error, if it failed."""
+        with self._ready:
+            self._closed = True
+            if not drain:
+                self._queue.clear()
+            self._ready.notify_all()
+        self._thread.join()
+        return self._failure
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue and not self._closed:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+                piece, base = self._queue.popleft()
+                self._ready.notify_all()
+            try:
+                self._scan.feed(piece, base)  # hands the GIL over as it goes (`_preview`)
+            except BaseException as exc:  # noqa: BLE001 - raised in the encoding thread once the payload is written
+                with self._ready:
+                    self._failure = exc
+                    self._queue.clear()
+                    self._ready.notify_all()
+                return
 
 
 class _PiecesStopped(RuntimeError):

@@ -146,8 +146,13 @@ _IMPORTANT_LITERALS = (
 spans a newline: a block of lines without any of them holds no match, so the scan skips it unread by RE2."""
 
 _PREFILTER_BLOCK = 64 * 1024
-"""Lines are prefiltered in blocks of about this many bytes (cut at line ends); a block with a literal is scanned
-whole by `_IMPORTANT`, so the matches and their order are exactly those of one scan of the whole payload."""
+"""A region of lines `_IMPORTANT` scans runs from a line holding a literal to about this many bytes further (cut
+at a line end); the lines between regions hold no literal, so no match: the matches and their order are exactly
+those of one scan of the whole payload."""
+
+_FIND_WINDOW = 1 << 20
+"""The literal finder looks at most about this many bytes (cut at a line end) per call, handing the GIL over
+between calls."""
 
 
 class _LiteralFinder(Protocol):
@@ -212,21 +217,32 @@ def _literal_finder() -> _LiteralFinder:
 
 
 def _candidate_regions(data: bytes, finder: _LiteralFinder) -> Iterator[tuple[int, int]]:
-    """The `[start, end)` byte ranges (whole lines) that may hold a match of `_IMPORTANT`, in order."""
+    """The `[start, end)` byte ranges (whole lines) that may hold a match of `_IMPORTANT`, in order.
+
+    The finder looks for the next literal as far as it takes (in windows of `_FIND_WINDOW` bytes cut at line ends,
+    so that no call runs long); each region runs from the line holding it to about `_PREFILTER_BLOCK` bytes on.
+    """
     position = 0
     size = len(data)
     while position < size:
-        cut = position + _PREFILTER_BLOCK
-        if cut >= size:
-            block_end = size
-        else:
-            newline = data.find(b'\n', cut - 1)
-            block_end = size if newline == -1 else newline + 1
+        window_end = _line_end_after(data, position + _FIND_WINDOW)
         hand_over()
-        hit = finder.first(data, position, block_end)
-        if hit != -1:
-            yield max(position, data.rfind(b'\n', position, hit) + 1), block_end
-        position = block_end
+        hit = finder.first(data, position, window_end)
+        if hit == -1:
+            position = window_end
+            continue
+        start = max(position, data.rfind(b'\n', position, hit) + 1)
+        end = _line_end_after(data, max(hit + 1, start + _PREFILTER_BLOCK))
+        yield start, end
+        position = end
+
+
+def _line_end_after(data: bytes, cut: int) -> int:
+    """Just past the first newline at or after `cut - 1` (the data's end when there is none, or `cut` is past it)."""
+    if cut >= len(data):
+        return len(data)
+    newline = data.find(b'\n', cut - 1)
+    return len(data) if newline == -1 else newline + 1
 
 
 @dataclass

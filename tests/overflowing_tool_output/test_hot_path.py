@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,17 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import (
+    OverflowingToolOutput,
+    OverflowingToolOutputWarning,
+    StreamedPayload,
+)
 from pydantic_ai_harness.overflowing_tool_output._capability import (
     _PIECE_CHARS,
     _PiecesStopped,
     _Relay,
 )
-from pydantic_ai_harness.overflowing_tool_output._preview import count_lines
+from pydantic_ai_harness.overflowing_tool_output._preview import ImportantLinesScan, count_lines
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
 from pydantic_ai_harness.overflowing_tool_output.stores._protocol import StreamWritableStore
@@ -156,6 +161,40 @@ async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written
         written = await store.write_stream('run/call/0', relay.pieces())
     assert written is not None
     assert await store.read(written.handle) == text.encode('utf-8', 'surrogatepass')
+
+
+async def test_a_write_that_stops_early_releases_the_encoder_and_its_scanner() -> None:
+    relay = _Relay()
+    scan = ImportantLinesScan(count_lines=False)
+    text = big_log()
+
+    def store_takes_one_piece() -> None:
+        next(iter(relay.pieces()))
+        relay.abandon()  # what the capability does when the store fails or its deadline passes
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, relay.encode_and_scan, text, scan)
+        await anyio.to_thread.run_sync(store_takes_one_piece)
+    # The encoder returned (the task group waited for it) and took its scanner thread down with it.
+    assert not [t for t in threading.enumerate() if t.name == 'pyai-harness-preview-scan']
+
+
+async def test_a_store_iterating_the_pieces_on_the_event_loop_fails_fast_instead_of_hanging(tmp_path: Path) -> None:
+    @dataclass
+    class LoopIteratingStore(PlainWriteStore):
+        """A custom store that (wrongly) iterates the pieces on the event loop."""
+
+        async def write_stream(self, key: str, pieces: Iterable[bytes]) -> StreamedPayload:
+            data = b''.join(pieces)  # would wait forever for an encoder the blocked loop cannot start
+            raise AssertionError(f'unreachable: got {len(data)} bytes')
+
+    store = LoopIteratingStore(LocalFileStore(base_dir=tmp_path / 'spill'))
+    assert isinstance(store, StreamWritableStore)
+    with pytest.warns(OverflowingToolOutputWarning, match='iterate them in a worker thread'):
+        run = await run_tool(OverflowingToolOutput(store=store), big_log())
+    # The spill could not run: the default band's fallback (a truncation) kept the run going.
+    assert 'overflow_handle' not in (run.returns()[0].metadata or {})
+    assert await store.list() == []
 
 
 JSON_CORPUS: list[Any] = [

@@ -251,12 +251,16 @@ _FRAGMENTS = [
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=400), st.sampled_from([1, 7, 64, 65_536]))
-def test_generated_payloads_select_the_same(parts: list[str], block: int) -> None:
+@given(
+    st.lists(st.sampled_from(_FRAGMENTS), max_size=400),
+    st.sampled_from([1, 7, 64, 65_536]),
+    st.sampled_from([1, 5, 100, 1 << 20]),
+)
+def test_generated_payloads_select_the_same(parts: list[str], block: int, window: int) -> None:
     payload = ''.join(parts)
-    saved = _preview._PREFILTER_BLOCK
-    # Small prefilter blocks put block edges everywhere in these small payloads.
-    _preview._PREFILTER_BLOCK = block
+    saved = _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW
+    # Small regions and finder windows put their edges everywhere in these small payloads.
+    _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW = block, window
     try:
         for chosen in FINDERS:
             scan = ImportantLinesScan()
@@ -264,4 +268,4 @@ def test_generated_payloads_select_the_same(parts: list[str], block: int) -> Non
             scan.feed(payload.encode('utf-8', 'surrogatepass'))
             assert scan.result() == reference_important_lines(payload)
     finally:
-        _preview._PREFILTER_BLOCK = saved
+        _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW = saved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     RangeReadableStore,
     build_line_index,
 )
-from pydantic_ai_harness.overflowing_tool_output.stores._line_index import nth_newline
+from pydantic_ai_harness.overflowing_tool_output.stores._line_index import _newline_counter, nth_newline
 
 pytestmark = pytest.mark.anyio
 
@@ -114,6 +115,26 @@ async def test_streaming_builder_matches_one_shot() -> None:
     for start in range(0, len(data), 777):  # Pieces that split characters and chunks anywhere.
         builder.feed(data[start : start + 777])
     assert builder.finish() == build_line_index(data, chunk_size=4096)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), size=st.integers(256 * 1024, 900_000), density=st.sampled_from([2, 40, 5000]))
+def test_the_index_is_the_same_however_its_newlines_are_counted(seed: int, size: int, density: int) -> None:
+    # Large pieces are counted with numpy when it is installed, small ones with `bytes.count`: same index.
+    rng = random.Random(seed)
+    data = bytes(10 if rng.randrange(density) == 0 else rng.randrange(32, 127) for _ in range(size))
+    whole = build_line_index(data, chunk_size=4096)
+    builder = LineIndexBuilder(chunk_size=4096)
+    for start in range(0, size, 100_000):
+        builder.feed(data[start : start + 100_000])
+    assert builder.finish() == whole
+    assert list(whole.newlines_before) == [data.count(b'\n', 0, start) for start in range(0, size, 4096)]
+    assert whole.newline_count == data.count(b'\n')
+    count = _newline_counter(data)
+    for _ in range(20):
+        low = rng.randrange(size)
+        high = rng.randrange(low, size + 1)
+        assert count(low, high) == data.count(b'\n', low, high)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ from ._protocol import (
     RangeReadableStore,
     ResolvableStore,
     StoredPayload,
+    StreamedPayload,
+    StreamWritableStore,
 )
 from ._remote import PayloadTooLargeError, StoreBackendError
 from ._workspace import WorkspaceSpill, WorkspaceSpillRefused, WorkspaceStore
@@ -46,6 +48,8 @@ __all__ = (
     'StoreCleanupWarning',
     'StoreRootError',
     'StoredPayload',
+    'StreamWritableStore',
+    'StreamedPayload',
     'WorkspaceSpill',
     'WorkspaceSpillRefused',
     'WorkspaceStore',

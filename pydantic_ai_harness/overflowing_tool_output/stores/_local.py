@@ -285,6 +285,46 @@ def _read_exact(fd: int, start: int, length: int) -> bytes:
     return b''.join(pieces)
 
 
+class PayloadFile:
+    """A stored payload held open (its own descriptor, checked like every read): `read` ranges, then `close`."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self._fd = fd
+        self.size = size
+
+    def read_into(self, buffer: bytearray, start: int, end: int) -> None:
+        """Make `buffer` the bytes `[start, end)`, clamped to the payload (blocking: call it from a worker thread).
+
+        Reading into the same buffers again and again spares a scan the page faults of a fresh block each time.
+        """
+        if self._fd < 0:
+            raise ValueError('the payload file is closed')
+        low, high = max(0, start), min(self.size, end)
+        length = max(0, high - low)
+        preadv = getattr(os, 'preadv', None)
+        if preadv is None:  # pragma: no cover - platforms without preadv (Windows)
+            buffer[:] = _read_exact(self._fd, low, length)
+            return
+        if len(buffer) != length:
+            buffer[length:] = b''
+            buffer.extend(bytes(length - len(buffer)))
+        got = 0
+        with memoryview(buffer) as view:
+            while got < length:
+                read = preadv(self._fd, [view[got:]], low + got)
+                if not read:
+                    break
+                got += read
+        if got < length:  # the file is shorter than it was when opened: show what is there
+            buffer[got:] = b''
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 def _temp_name() -> str:
     return f'{_TEMP_PREFIX}{secrets.token_hex(8)}'
 
@@ -577,6 +617,14 @@ class LocalFileStore:
             return _read_exact(fd, low, high - low)
 
         return await _in_thread(lambda: self._with_payload(handle, read))
+
+    async def open_reader(self, handle: str) -> PayloadFile:
+        """The payload under `handle` opened once, for the many block reads of one scan (close it after)."""
+
+        def opened(fd: int, _directory: _Dir, _names: list[str]) -> PayloadFile:
+            return PayloadFile(os.dup(fd), os.fstat(fd).st_size)
+
+        return await _in_thread(lambda: self._with_payload(handle, opened))
 
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index: from its sidecar, or rebuilt (and re-saved) when that is missing or stale."""

@@ -108,6 +108,30 @@ class StreamWritableStore(Protocol):
         ...
 
 
+class PayloadReader(Protocol):
+    """One payload opened for a scan: blocking reads (from a worker thread), then `close`."""
+
+    def read_into(self, buffer: bytearray, start: int, end: int) -> None:
+        """Make `buffer` the bytes `[start, end)` of the payload, clamped to its size (it is resized to fit)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the reader holds (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class OpenableStore(Protocol):
+    """Internal extension (the local stores): open a payload once for the many block reads of one grep call.
+
+    Not exported: a store without it is read through `RangeReadableStore.read_range`, one call per block.
+    """
+
+    async def open_reader(self, handle: str) -> PayloadReader:
+        """The payload under `handle`, opened; `HandleNotFoundError` when there is none."""
+        ...
+
+
 @dataclass(frozen=True)
 class StoredPayload:
     """One payload as listed by a [`ListableStore`][pydantic_ai_harness.overflowing_tool_output.ListableStore]."""
