@@ -64,7 +64,7 @@ def spill_header(summary: SpillSummary) -> str:
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
     return (
         f'[The output of `{summary.tool_name}` is too large to show in full (~{summary.tokens} tokens). '
-        f'It is saved under handle "{summary.handle}"{layout}: {lines}, {summary.nbytes} bytes; below is a preview.\n'
+        f'It is saved in full under handle "{summary.handle}"{layout}: {lines}, {summary.nbytes} bytes; below is a preview.\n'
     )
 
 

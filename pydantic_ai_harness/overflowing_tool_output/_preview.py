@@ -485,10 +485,17 @@ def _shown(number: int, line: bytes, start: int, whole: bool) -> _Shown:
     return _Shown(number, text, start, whole)
 
 
+_BRACKETS = frozenset({b'[', b']', b'{', b'}', b'],', b'},'})
+"""Lines of a JSON layout that hold only a bracket: a preview leaves them out (the shape sketch says as much)."""
+
+
 def _head_tail_lines(
-    windows: tuple[bytes, bytes, int], total_lines: int, budget: int, shown: set[int]
+    windows: tuple[bytes, bytes, int], total_lines: int, budget: int, shown: set[int], *, json: bool = False
 ) -> tuple[list[_Shown], list[_Shown]]:
-    """As many lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones."""
+    """As many lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones.
+
+    `json`: the text is a JSON layout, whose bracket-only lines are left out.
+    """
     head_window, tail_window, tail_base = windows
     whole_text = tail_base == 0 and head_window is tail_window
     head: list[_Shown] = []
@@ -500,7 +507,7 @@ def _head_tail_lines(
         whole = end != -1 or whole_text
         if end == -1:
             end = len(head_window)
-        if number not in shown:
+        if number not in shown and not (json and head_window[position:end].strip() in _BRACKETS):
             line = _shown(number, head_window[position:end], position, whole)
             cost = len(_render_shown(line))
             if used + cost > budget * 3 // 5:
@@ -518,7 +525,7 @@ def _head_tail_lines(
         start = tail_window.rfind(b'\n', 0, end) + 1
         if start == 0 and tail_base > 0:
             break  # the line begins before the window: too long to show from the end
-        if number not in shown:
+        if number not in shown and not (json and tail_window[start:end].strip() in _BRACKETS):
             line = _shown(number, tail_window[start:end], tail_base + start, True)
             cost = len(_render_shown(line))
             if used + cost > budget:
@@ -587,7 +594,7 @@ def text_preview(
             break
         found.remove(max(found, key=lambda line: (line.rank, -line.number)))
     windows = _windows(text, pieces, summary.nbytes)
-    head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown)
+    head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown, json=summary.json)
     if head:
         parts.append(
             f'First lines ({head[0].number}-{head[-1].number} of {summary.lines}):\n'

@@ -35,7 +35,7 @@ async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
     preview = run.returned()
     assert len(preview) <= 1_100
     assert preview == snapshot("""\
-[The output of `run_tests` is too large to show in full (~572231 tokens). It is saved under handle "run-1/call_0/0": 50001 lines, 2288921 bytes; below is a preview.
+[The output of `run_tests` is too large to show in full (~572231 tokens). It is saved in full under handle "run-1/call_0/0": 50001 lines, 2288921 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 24998| Traceback (most recent call last):
@@ -69,23 +69,20 @@ async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> N
     }
     run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
     assert run.returned() == snapshot("""\
-[The output of `list_users` is too large to show in full (~23459 tokens). It is saved under handle "run-1/call_0/0" as JSON, one element per line: 2006 lines, 99845 bytes; below is a preview.
+[The output of `list_users` is too large to show in full (~23459 tokens). It is saved in full under handle "run-1/call_0/0" as JSON, one element per line: 2006 lines, 99845 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Shape: {meta: {page: int, total: int}, items: array[2000] of {id: int, name: str, tags: array[2]}, next: null}
-First lines (1-7 of 2006):
-1| {
+First lines (2-7 of 2006):
 2|  "meta":{"page":1,"total":40000},
 3|  "items":[
 4|   {"id":0,"name":"user 0","tags":["a","b"]},
 5|   {"id":1,"name":"user 1","tags":["a","b"]},
 6|   {"id":2,"name":"user 2","tags":["a","b"]},
 7|   {"id":3,"name":"user 3","tags":["a","b"]},
-Last lines (2002-2006):
+Last lines (2002-2005):
 2002|   {"id":1998,"name":"user 1998","tags":["a","b"]},
 2003|   {"id":1999,"name":"user 1999","tags":["a","b"]}
-2004|  ],
-2005|  "next":null
-2006| }\
+2005|  "next":null\
 """)
     stored = memory_store.data['run-1/call_0/0'].decode()
     assert json.loads(stored) == data
