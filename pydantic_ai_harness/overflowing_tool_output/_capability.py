@@ -23,6 +23,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelect
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
+from .._gil import hand_over
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
 from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
@@ -1119,6 +1120,7 @@ def _scan_pieces(scan: ImportantLinesScan, pieces: Sequence[bytes]) -> None:
     """The important-lines scan of a payload already cut at line ends (a worker thread, beside the write)."""
     base = 0
     for piece in pieces:
+        hand_over()
         scan.feed(piece, base)
         base += len(piece)
 

@@ -160,7 +160,7 @@ class _Frame:
         self.children: Iterator[Any] = (
             _Packer(container) if self.packed else iter(container.items() if self.is_dict else container)
         )
-        self.batched = not self.is_dict and not self.packed and not self.few
+        self.batched = not self.packed and not self.few
         self.pending: deque[tuple[Any, bytes]] = deque()
         """Elements of a batch already serialized, to be written one at a time (some are spread out)."""
 
@@ -285,11 +285,12 @@ class _Builder:
         a value holding the marker only costs the one-call-per-element way.
         """
         depth = frame.depth + 1
-        interleaved: list[Any] = [_MARKER] * (2 * len(batch) - 1)
-        interleaved[::2] = batch
-        parts = self.dump(interleaved)[1:-1].split(_MARKER_JSON)
-        if len(parts) != len(batch):
-            parts = list(map(self.dump, batch))
+        if frame.is_dict:
+            parts = self._members(batch)
+        else:
+            parts = self._elements(batch)
+            if parts is None:
+                parts = list(map(self.dump, batch))
         if max(map(len, parts)) > LINE_BYTES:
             frame.pending.extend(zip(batch, parts))  # some must be spread out: one at a time, reusing these
             return
@@ -297,6 +298,23 @@ class _Builder:
         self.buffer += (b',\n' + b' ' * depth).join(parts)
         self.lines += len(parts) - 1
         self.padding += (len(parts) - 1) * (1 + depth)
+
+    def _elements(self, batch: list[Any]) -> list[bytes] | None:
+        """Each element's JSON, from one call; `None` when the marker turned up in the values themselves."""
+        interleaved: list[Any] = [_MARKER] * (2 * len(batch) - 1)
+        interleaved[::2] = batch
+        parts = self.dump(interleaved)[1:-1].split(_MARKER_JSON)
+        return parts if len(parts) == len(batch) else None
+
+    def _members(self, batch: list[tuple[Any, Any]]) -> list[bytes]:
+        """Each `"key":value` of a batch of dict members: keys and values each from one call when keys are str."""
+        keys = [key for key, _ in batch]
+        if set(map(type, keys)) == {str}:  # a str key is written as the same JSON string as a str value
+            key_parts = self._elements(keys)
+            value_parts = self._elements([value for _, value in batch])
+            if key_parts is not None and value_parts is not None:
+                return [key + b':' + value for key, value in zip(key_parts, value_parts)]
+        return [_member_json(self.dump, key, value) for key, value in batch]
 
     def _member(self, value: Any, depth: int, few: bool, dump: Dump, line: bytes | None = None) -> Any:
         """Write one member on its line (`line`: its JSON, when known); or return it, plain, to be spread out."""

@@ -274,7 +274,7 @@ def _compact(value: Any, limit: int) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(',', ':'))
     if len(text) <= limit:
         return text
-    return f'{text[:limit]}... ({len(text) - limit:,} more characters)'
+    return f'{text[:limit]}... ({len(text) - limit} more characters)'
 
 
 class _BlockCache:
@@ -320,7 +320,7 @@ class _Document:
     def load(self, node: _Node) -> Any:
         if node.size > self.limits.max_load_bytes:
             raise JsonQueryError(
-                f'the value at {_path(node.location)} is {node.size:,} bytes, more than the {self.limits.max_load_bytes:,} '
+                f'the value at {_path(node.location)} is {node.size} bytes, more than the {self.limits.max_load_bytes} '
                 'a query may load at once; select its parts by name or index instead of filtering it whole.'
             )
         return _parse(self.read(node.start, node.end))
@@ -551,7 +551,7 @@ def _path(location: Location) -> str:
 
 
 def _described(node: _Node) -> str:
-    return f'<a value of {node.size:,} bytes starting at line {node.line}: select its parts to see them>'
+    return f'<a value of {node.size} bytes starting at line {node.line}: select its parts to see them>'
 
 
 def _indent_width(head: bytes) -> int | None:
@@ -586,11 +586,11 @@ def query_json(
                 why = (
                     'A filter that refers to the root ($)'
                     if width is not None
-                    else 'A query on JSON text that is not indented'
+                    else 'A query on JSON text stored on one line'
                 )
                 raise NotQueryableError(
-                    f'{why} needs the whole document loaded, and at {end:,} bytes it is larger than the '
-                    f'{caps.max_load_bytes:,} a query may load. '
+                    f'{why} needs the whole document loaded, and at {end} bytes it is larger than the '
+                    f'{caps.max_load_bytes} a query may load. '
                     + ('Use @ (the current node) in filters.' if width is not None else 'Use grep_tool_result.')
                 )
             try:

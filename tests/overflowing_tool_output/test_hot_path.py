@@ -213,6 +213,9 @@ OBJECT_CORPUS: list[Any] = [
     {'page': {'items': [Holder([account(n)], 1.0, uuid.UUID(int=n), decimal.Decimal(n)) for n in range(200)]}},
     [{'big': 'x' * 3000, 'n': n} for n in range(100)] + [{'n': -1}],
     {'records': [{'id': n, 'blob': 'y' * (n * 50)} for n in range(80)], 'numbers': list(range(5000))},
+    # Dicts with many members: keys and values serialized in batches (odd keys included).
+    {f'key "{n}" ✓\t\u2028': {'n': n, 'big': 'z' * (n % 3 * 700)} for n in range(3000)},
+    {n: [n] * (n % 4) for n in range(3000)},
 ]
 
 

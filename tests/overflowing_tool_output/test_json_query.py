@@ -188,7 +188,7 @@ def test_a_big_value_is_described_not_loaded() -> None:
     result = run(text, '$.data', batch_bytes=4096)
     [match] = result.matches
     assert match.line == 4
-    assert re.fullmatch(r'<a value of [\d,]+ bytes starting at line 4: select its parts to see them>', match.value)
+    assert re.fullmatch(r'<a value of \d+ bytes starting at line 4: select its parts to see them>', match.value)
 
 
 @pytest.mark.parametrize(
@@ -240,7 +240,7 @@ def test_the_matches_kept_are_bounded_but_the_count_is_exact() -> None:
 def test_values_shown_are_cut() -> None:
     result = run(stored({'blob': 'x' * 5_000}), '$.blob', max_value_chars=50)
     [match] = result.matches
-    assert match.value == '"' + 'x' * 49 + '... (4,952 more characters)'
+    assert match.value == '"' + 'x' * 49 + '... (4952 more characters)'
 
 
 def test_compact_json_text_is_queried_whole_without_lines() -> None:
@@ -251,7 +251,7 @@ def test_compact_json_text_is_queried_whole_without_lines() -> None:
 
 def test_compact_json_too_large_to_load_is_refused() -> None:
     text = json.dumps(orders(2_000)).encode()
-    with pytest.raises(NotQueryableError, match='not indented needs the whole document loaded'):
+    with pytest.raises(NotQueryableError, match='stored on one line needs the whole document loaded'):
         run(text, '$.total', max_load_bytes=10_000)
 
 
