@@ -314,7 +314,7 @@ def _to_jsonable(value: Any, depth: int, active: set[int]) -> Any:
         return value
     if isinstance(value, int):
         if value.bit_length() > _INT_DIGITS_LIMIT * 3:
-            return f'<int of about {int(value.bit_length() * 0.30103):,} digits>'
+            return f'<int of about {int(value.bit_length() * 0.30103)} digits>'
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
