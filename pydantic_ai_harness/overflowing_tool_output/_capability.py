@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
+import itertools
 import string
 import threading
 import warnings
@@ -15,6 +17,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+import pydantic
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturn, ToolReturnPart
@@ -1131,10 +1134,25 @@ def estimate_tokens_of(rendered: Rendered) -> int:
 
 
 _LARGE_CONTAINER = 1024
-"""A list, tuple or dict returned with more members than this is rendered in a worker thread."""
+"""A value holding a list, tuple or dict of more members than this (itself, or one of its first few members) is
+rendered in a worker thread."""
 
 
 def _large_container(value: Any) -> bool:
+    """Whether a return is a large container, or holds one at its first level (`{'items': [...]}`, a model)."""
+    if _is_large(value):
+        return True
+    members: Iterable[Any] = ()
+    if isinstance(value, dict):
+        members = cast('dict[Any, Any]', value).values()
+    elif isinstance(value, pydantic.BaseModel):
+        members = (member for _, member in value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        members = (getattr(value, field.name, None) for field in dataclasses.fields(value))
+    return any(_is_large(member) for member in itertools.islice(members, 64))
+
+
+def _is_large(value: Any) -> bool:
     return isinstance(value, (list, tuple, dict)) and len(cast('Sequence[Any]', value)) > _LARGE_CONTAINER
 
 

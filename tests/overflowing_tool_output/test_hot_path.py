@@ -216,6 +216,17 @@ OBJECT_CORPUS: list[Any] = [
     # Dicts with many members: keys and values serialized in batches (odd keys included).
     {f'key "{n}" ✓\t\u2028': {'n': n, 'big': 'z' * (n % 3 * 700)} for n in range(3000)},
     {n: [n] * (n % 4) for n in range(3000)},
+    # Objects as members of a small container: turned plain one at a time, written as pydantic writes them.
+    {
+        'when': datetime.datetime(2026, 1, 2, 3, 4, 5),
+        'id': uuid.UUID(int=3),
+        'raw': b'bytes',
+        'color': Color.RED,
+        'amount': decimal.Decimal('2.5'),
+        'inf': float('inf'),
+        'rows': [account(n) for n in range(30)],
+        'tail': tuple(range(600)),
+    },
 ]
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pydantic_core
 import pytest
 from inline_snapshot import snapshot
@@ -178,3 +180,33 @@ def test_the_stored_json_of_a_text_parses_back_equal() -> None:
     assert layout is not None
     assert pydantic_core.from_json(layout.data()) == json.loads(text)
     assert re.match(rb'\{\n "a":\[\n  1.5,\n', layout.data())
+
+
+class _Row(pydantic.BaseModel):
+    """A record whose serializer notes the thread it runs in."""
+
+    n: int
+
+    @pydantic.field_serializer('n')
+    def _note_thread(self, n: int) -> int:
+        SERIALIZED_IN.add(threading.current_thread() is threading.main_thread())
+        return n
+
+
+SERIALIZED_IN: set[bool] = set()
+
+
+@pytest.mark.parametrize(
+    'value',
+    [
+        lambda: [_Row(n=n) for n in range(30_000)],
+        lambda: {'items': [_Row(n=n) for n in range(30_000)], 'total': 30_000},
+    ],
+    ids=['list', 'dict holding a list'],
+)
+async def test_a_large_value_is_serialized_off_the_event_loop(tmp_path: Path, value: Any) -> None:
+    """Serializing a large return runs in a worker thread (handing the GIL back), never on the event loop's."""
+    SERIALIZED_IN.clear()
+    (preview,), _ = await run_calls(tmp_path, value())
+    assert 'as JSON, one element per line: 3000' in preview
+    assert SERIALIZED_IN == {False}
