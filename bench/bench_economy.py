@@ -566,7 +566,7 @@ def nearby_entries(outcomes: dict[str, Outcome]) -> tuple[list[Entry], str]:
 
 STRUCTURAL_QUESTION = 'How many orders are stuck, and which?'
 _GREP_HIT = re.compile(r'^>\s*(\d+)\| (.*)$', re.MULTILINE)
-_RECORD_ID = re.compile(r'^\s*\d+\| {4}"id": "([^"]+)"', re.MULTILINE)
+_RECORD_ID = re.compile(r'\{"id":"([^"]+)"')
 _QUERY_ID = re.compile(r"\['id'\] = \"([^\"]+)\"")
 
 
@@ -622,7 +622,8 @@ def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[s
             if strategy == 'path query':
                 return call('query_tool_result', {'handle': state['handle'], 'path': "$.data[?@.status=='stuck'].id"})
             return call(
-                'grep_tool_result', {'handle': state['handle'], 'pattern': '"status": "stuck"', 'max_matches': 100}
+                'grep_tool_result',
+                {'handle': state['handle'], 'pattern': '"status":"stuck"', 'max_matches': 100, 'context_lines': 0},
             )
         if strategy == 'path query':
             ids = _QUERY_ID.findall(text)
@@ -630,11 +631,15 @@ def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[s
             return ModelResponse(parts=[TextPart(f'{len(ids)}: {", ".join(ids)}')])
         if not state.get('grepped'):
             state['grepped'] = True
-            # A hit whose context shows a history entry (`"at": ...` just above) is a past delay, not the status.
+            # Each hit is a whole order (one record per line): its own status is its last member; a hit only
+            # inside its history (`{"at":...,"status":"stuck"}]`) is a past delay.
             for match in _GREP_HIT.finditer(text):
-                above = text[: match.start()].rsplit('\n', 2)[-2] if '\n' in text[: match.start()] else ''
-                if '"at":' not in above:
-                    state['hits'].append(int(match.group(1)))
+                record = match.group(2).rstrip(',')
+                ids = _RECORD_ID.findall(record)
+                if record.endswith('"status":"stuck"}') and ids:
+                    state['ids'].append(ids[0])
+                elif record.endswith('"status":"stuck"}'):
+                    state['hits'].append(int(match.group(1)))  # a record cut on its line: read it
         else:
             ids = _RECORD_ID.findall(text)
             if ids:
@@ -671,8 +676,8 @@ def structural_entries(outcomes: dict[str, tuple[_StructuralTrace, bool]]) -> tu
             'structural question ("how many orders are stuck, and which"): retrieval calls, path query vs grep',
             query.retrievals,
             'calls',
-            f'< {grep.retrievals} (grep and read), both correct',
-            query_ok and grep_ok and query.retrievals < grep.retrievals,
+            f'<= {grep.retrievals} (grep and read), both correct',
+            query_ok and grep_ok and query.retrievals <= grep.retrievals,
             detail=f'grep and read: {grep.retrievals} calls, {grep.tokens:,} tokens; '
             f'path query: {query.retrievals} call, {query.tokens:,} tokens',
         )

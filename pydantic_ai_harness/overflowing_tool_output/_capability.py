@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
+import itertools
 import string
 import threading
 import warnings
@@ -15,7 +17,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
-import pydantic_core
+import pydantic
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturn, ToolReturnPart
@@ -24,6 +26,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelect
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
+from .._gil import hand_over
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate, pick_band, sorted_bands
 from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
@@ -36,13 +39,12 @@ from ._events import (
     overflow_report,
     record_on_span,
 )
+from ._json_layout import JsonLayout
 from ._markers import NARROWER_ADVICE, unrenderable_note
 from ._preview import (
-    _MIXED_SAMPLE,  # pyright: ignore[reportPrivateUsage]
     ImportantLine,
     ImportantLinesScan,
     SpillSummary,
-    array_shape_sketch,
     binary_preview,
     count_lines,
     shape_sketch,
@@ -56,7 +58,7 @@ from ._render import (
     render_content,
     render_value,
     stored_form,
-    stored_text,
+    stored_layout,
 )
 from ._secrets import Redactor, SecretRedaction
 from ._spec import (
@@ -483,7 +485,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             value, content = envelope.return_value, envelope.content
 
         rendered_value = await _off_loop(
-            ctx, partial(render_value, value, strip_ansi=self.strip_ansi), large=self.strip_ansi and _large_text(value)
+            ctx,
+            partial(render_value, value, strip_ansi=self.strip_ansi),
+            large=(self.strip_ansi and _large_text(value)) or _large_container(value),
         )
         # Advice to call the tool again with narrower arguments only fits a tool that takes some.
         takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
@@ -535,7 +539,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         while action is not None:
             tried.append(type(action).__name__)
             # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
-            tokens = size if self.over_tokens else estimate_tokens(rendered.text)
+            tokens = size if self.over_tokens else estimate_tokens_of(rendered)
             reduced, reason = await self._apply(action, ctx, call, rendered, unit, tokens, takes_arguments)
             if reduced is not None and _not_smaller(reduced, rendered):
                 if not isinstance(action, Summarize):
@@ -783,11 +787,14 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 call.tool_name, handle, rendered.data, rendered.media_type, **self._workspace_file(handle)
             )
             return _Reduced(preview, 'spill', handle, len(rendered.data)), ''
-        if len(rendered.text) <= action.preview_chars:
+        if rendered.size_chars <= action.preview_chars:
             # The preview would hold all of it plus its header, so it cannot be smaller: store nothing, and hand
             # back the text itself, which the caller recognises as "not smaller" and leaves as is.
             return _Reduced(rendered.text, 'spill'), ''
-        large = len(rendered.text) > _OFF_LOOP_BYTES
+        large = rendered.size_chars > _OFF_LOOP_BYTES
+        layout = await _off_loop(ctx, partial(stored_layout, rendered), large=large)
+        if layout is not None:
+            return await self._spill_layout(action, ctx, call, rendered, layout, key, tokens)
         if large and not ctx.in_durable_context:
             # Into the run's workspace when one is attached (a plain write), else the configured store, streamed
             # when it can be. (Durable workflow code may not touch the workspace: there the durable write decides.)
@@ -819,6 +826,67 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         )
         return await self._preview(ctx, action, rendered, summary, pageable, scan.result()), ''
 
+    async def _spill_layout(
+        self,
+        action: Spill,
+        ctx: RunContext[AgentDepsT],
+        call: ToolCallPart,
+        rendered: Rendered,
+        layout: JsonLayout,
+        key: str,
+        tokens: int,
+    ) -> tuple[_Reduced | None, str]:
+        """Spill a structured value (or a text that is JSON) in its stored layout, serialized once already.
+
+        The layout's pieces go to the store as they are (streamed when it can), the preview scan beside the write.
+        """
+        large = layout.size > _OFF_LOOP_BYTES and not ctx.in_durable_context
+        store = store_for_run(self._resolved_store, ctx, self.workspace) if large else None
+        scan = ImportantLinesScan(count_lines=not isinstance(store, StreamWritableStore))
+        handle: str | None = None
+        reason = ''
+        numbers: list[int] | None = None
+        if isinstance(store, StreamWritableStore):
+            written: StreamedPayload | None = None
+            async with anyio.create_task_group() as group:
+                group.start_soon(_in_worker, partial(_scan_pieces, scan, layout.pieces))
+                written, reason = await self._store_write_stream(store, key, iter(layout.pieces), action.timeout)
+            if written is not None:
+                handle = written.handle
+                try:
+                    numbers = scan.numbers_from_index(scan.chosen(), written.index)
+                except ValueError:  # a custom store's index with unusual chunks: count the lines the slow way
+                    data = layout.data()
+                    numbers = [data.count(b'\n', 0, line.line_start) + 1 for line in scan.chosen()]
+        elif large:
+            data = layout.data()
+            async with anyio.create_task_group() as group:
+                group.start_soon(_in_worker, partial(scan.feed, data))
+                handle, reason = await self._write(ctx, key, data, action.timeout)
+        else:
+            data = layout.data()
+            handle, reason = await self._write(ctx, key, data, action.timeout)
+            await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
+        if handle is None:
+            return None, reason
+        summary = SpillSummary(
+            tool_name=call.tool_name,
+            handle=handle,
+            chars=rendered.size_chars,
+            tokens=tokens,
+            lines=layout.lines,
+            nbytes=layout.size,
+            json=True,
+            **self._workspace_file(handle),
+        )
+        important = scan.result(numbers)
+        shape = await _off_loop(ctx, partial(_shape_of, rendered, layout), large=large)
+        build = partial(
+            text_preview, summary, None, action.preview_chars, shape=shape, important=important, pieces=layout.pieces
+        )
+        preview = await _off_loop(ctx, build, large=large)
+        return _Reduced(preview, 'spill', summary.handle, summary.nbytes), ''
+
     async def _spill_streamed(
         self,
         store: StreamWritableStore,
@@ -831,8 +899,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     ) -> tuple[_Reduced | None, str]:
         """Spill a large text in one pass: encode, write and index it piece by piece, the preview scan beside it."""
         pageable = rendered.text
-        if rendered.kind == 'structured':
-            pageable = await anyio.to_thread.run_sync(partial(stored_text, rendered))
         scan = ImportantLinesScan(count_lines=False)
         relay = _Relay()
         written: StreamedPayload | None = None
@@ -872,8 +938,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         pageable: str,
         important: tuple[list[ImportantLine], bool],
     ) -> _Reduced:
-        shape = await _off_loop(ctx, partial(_shape_of, rendered), large=summary.nbytes > _OFF_LOOP_BYTES)
-        build = partial(text_preview, summary, pageable, action.preview_chars, shape=shape, important=important)
+        build = partial(text_preview, summary, pageable, action.preview_chars, important=important)
         # The head and tail walk only as far as the budget, but a shape sketch or long lines cost more: off the loop.
         preview = await _off_loop(ctx, build, large=summary.nbytes > _OFF_LOOP_BYTES)
         return _Reduced(preview, 'spill', summary.handle, summary.nbytes)
@@ -1128,24 +1193,48 @@ def _encoded_pieces(text: str) -> Iterator[bytes]:
         position = end
 
 
-_SKETCH_SAMPLE_CHARS = 256 * 1024
-"""A large JSON array is sketched from the elements in this much of its compact text (and its length), unparsed."""
+def _shape_of(rendered: Rendered, layout: JsonLayout) -> str | None:
+    """The shape sketch of a stored JSON value, from a sample of its elements (nothing is parsed again)."""
+    if layout.root is not None:
+        return shape_sketch(layout.root, plain=layout.plain)
+    return shape_sketch(rendered.jsonable) if rendered.kind == 'structured' else None
 
 
-def _shape_of(rendered: Rendered) -> str | None:
-    """The shape sketch of a structured value; a large array's from a sample, without parsing all of it."""
-    if rendered.kind != 'structured':
-        return None
-    source = rendered.source
-    if isinstance(source, (list, tuple)) and len(rendered.text) > _SKETCH_SAMPLE_CHARS:
-        try:
-            head = pydantic_core.from_json(rendered.text[:_SKETCH_SAMPLE_CHARS], allow_partial=True)
-        except ValueError:
-            head = None
-        # The last element parsed from a cut text may be partial: only those before it are used.
-        if isinstance(head, list) and len(head) > _MIXED_SAMPLE:  # pyright: ignore[reportUnknownArgumentType]
-            return array_shape_sketch(len(cast('Sequence[Any]', source)), cast('list[Any]', head)[:-1])
-    return shape_sketch(rendered.jsonable)
+def _scan_pieces(scan: ImportantLinesScan, pieces: Sequence[bytes]) -> None:
+    """The important-lines scan of a payload already cut at line ends (a worker thread, beside the write)."""
+    base = 0
+    for piece in pieces:
+        hand_over()
+        scan.feed(piece, base)
+        base += len(piece)
+
+
+def estimate_tokens_of(rendered: Rendered) -> int:
+    """The ~4-characters-per-token heuristic, without materializing a structured value's compact text."""
+    return -(-rendered.size_chars // 4)
+
+
+_LARGE_CONTAINER = 1024
+"""A value holding a list, tuple or dict of more members than this (itself, or one of its first few members) is
+rendered in a worker thread."""
+
+
+def _large_container(value: Any) -> bool:
+    """Whether a return is a large container, or holds one at its first level (`{'items': [...]}`, a model)."""
+    if _is_large(value):
+        return True
+    members: Iterable[Any] = ()
+    if isinstance(value, dict):
+        members = cast('dict[Any, Any]', value).values()
+    elif isinstance(value, pydantic.BaseModel):
+        members = (member for _, member in value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        members = (getattr(value, field.name, None) for field in dataclasses.fields(value))
+    return any(_is_large(member) for member in itertools.islice(members, 64))
+
+
+def _is_large(value: Any) -> bool:
+    return isinstance(value, (list, tuple, dict)) and len(cast('Sequence[Any]', value)) > _LARGE_CONTAINER
 
 
 async def _in_worker(work: Callable[[], object]) -> None:
@@ -1196,7 +1285,7 @@ def _summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize,
 
 def _not_smaller(reduced: _Reduced, rendered: Rendered) -> bool:
     """Whether a text replacement is at least as long as the text it replaces (binary is compared in other units)."""
-    return rendered.kind != 'binary' and isinstance(reduced.value, str) and len(reduced.value) >= len(rendered.text)
+    return rendered.kind != 'binary' and isinstance(reduced.value, str) and len(reduced.value) >= rendered.size_chars
 
 
 def _visible_chars(value: Any) -> int:

@@ -95,7 +95,7 @@ def _render(handle: str, path: str, result: JsonQueryResult, note: str) -> str:
     first_line = next((match.line for match in result.matches if match.line is not None), None)
     if first_line is not None:
         footer.append(
-            f'In context: read_tool_result(handle={handle!r}, offset={max(0, first_line - 5)}, limit=20), '
+            f'In context: read_tool_result(handle={handle!r}, offset={max(1, first_line - 5)}, limit=20), '
             'with offset a few lines before a match.'
         )
     if footer:

@@ -1,11 +1,13 @@
 """JSONPath (RFC 9535) queries over a stored JSON document, streamed so memory stays bounded.
 
 The evaluation itself is `jsonpath-rfc9535`'s. What this module adds is the bounding: a structured value is
-stored as indented JSON (`json.dumps(indent=1)`, one member per line, a nested value `depth x width`
-spaces in), so the children of any container can be found by scanning for lines at the next indent,
-without parsing the document. A container larger than `batch_bytes` is never loaded whole: its children are
-loaded a batch at a time and the query's next segment runs on each batch; smaller values are loaded and
-queried directly. Every match comes back with its normalized path and its line in the stored text.
+stored spread over lines (`_json_layout`: a large container has one member per line, `depth` spaces in; a small
+one is compact on its line; a long array of numbers has several on a line), so the children of a spread-out
+container can be found by scanning for lines at the next indent, without parsing the document. A container
+larger than `batch_bytes` is never loaded whole: its children are loaded a batch at a time and the query's next
+segment runs on each batch; smaller values are loaded and queried directly. Every match comes back with its
+normalized path and the line of the stored text it is on. (Texts indented with `json.dumps(indent=1)`, as earlier
+versions stored them, are navigated the same way.)
 
 Bounds: the query's length and its number of descendant (`..`) segments, the bytes loaded at once, a time
 budget checked between batches and between matches, and the number of matches kept. Regexes in `match()`
@@ -227,6 +229,9 @@ class _Node:
 
 _SCAN_BLOCK = 1 << 20
 
+_PACKED_STARTS = frozenset(bytes([char]) for char in b'-0123456789tfn')
+"""How a line of numbers, booleans and nulls starts: such a line may hold several array elements."""
+
 
 class _Stop(Exception):
     """The time budget ran out."""
@@ -269,7 +274,7 @@ def _compact(value: Any, limit: int) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(',', ':'))
     if len(text) <= limit:
         return text
-    return f'{text[:limit]}... ({len(text) - limit:,} more characters)'
+    return f'{text[:limit]}... ({len(text) - limit} more characters)'
 
 
 class _BlockCache:
@@ -315,10 +320,15 @@ class _Document:
     def load(self, node: _Node) -> Any:
         if node.size > self.limits.max_load_bytes:
             raise JsonQueryError(
-                f'the value at {_path(node.location)} is {node.size:,} bytes, more than the {self.limits.max_load_bytes:,} '
+                f'the value at {_path(node.location)} is {node.size} bytes, more than the {self.limits.max_load_bytes} '
                 'a query may load at once; select its parts by name or index instead of filtering it whole.'
             )
         return _parse(self.read(node.start, node.end))
+
+    def spread(self, node: _Node) -> bool:
+        """Whether a node is a container spread over lines (else it is on one line, or a scalar)."""
+        opening = self.read(node.start, node.start + 2)
+        return opening[:1] in (b'{', b'[') and opening[1:2] == b'\n'
 
     def children(self, node: _Node) -> Iterator[_Node]:
         """The children of a container node, in order, found by their indent."""
@@ -351,13 +361,29 @@ class _Document:
                 line += block.count(b'\n', counted_to, found.start())
                 counted_to = found.start()
                 if previous is not None:
-                    yield previous[0], newline, previous[1]
+                    yield from self._elements(previous[0], newline, previous[1])
                 previous = (newline + 1 + indent, line + 1)
             line += block.count(b'\n', counted_to, block_end - position)
             position = block_end
             self.sink.tick(line)
         if previous is not None:
-            yield previous[0], closing_newline, previous[1]
+            yield from self._elements(previous[0], closing_newline, previous[1])
+
+    def _elements(self, start: int, end: int, line: int) -> Iterator[tuple[int, int, int]]:
+        """The elements of one line: itself, or each of the numbers, booleans and nulls packed on it."""
+        if self.read(start, start + 1) not in _PACKED_STARTS:
+            yield start, end, line
+            return
+        text = self.read(start, end)
+        if text.endswith(b','):
+            text = text[:-1]
+        if b',' not in text:
+            yield start, end, line
+            return
+        offset = start
+        for element in text.split(b','):
+            yield offset, offset + len(element), line
+            offset += len(element) + 1
 
     def _child(self, parent: _Node, is_object: bool, index: int, start: int, end: int, line: int) -> _Node:
         if self.read(end - 1, end) == b',':
@@ -370,9 +396,10 @@ class _Document:
                 key, after = json.JSONDecoder().raw_decode(head)
             except ValueError:
                 raise _Layout from None
-            if not isinstance(key, str) or head[after : after + 2] != ': ':
+            if not isinstance(key, str) or head[after : after + 1] != ':':
                 raise _Layout
-            start += len(head[: after + 2].encode('utf-8', 'surrogatepass'))
+            after += 2 if head[after + 1 : after + 2] == ' ' else 1  # `"key":value`, or `"key": value` (indented)
+            start += len(head[:after].encode('utf-8', 'surrogatepass'))
         return _Node(start, end, line, parent.depth + 1, (*parent.location, key), text_start)
 
     def child(self, node: _Node, key: str | int) -> _Node | None:
@@ -389,6 +416,8 @@ class _Document:
     def locate(self, anchor: _Node, relative: Location) -> int:
         node = anchor
         for part in relative:
+            if not self.spread(node):
+                break  # a value on one line: its parts are on that line too
             found = self.child(node, part)
             if found is None:  # pragma: no cover - a match's location always exists
                 break
@@ -408,6 +437,9 @@ class _Document:
             return
         if self.read(node.start, node.start + 1) not in (b'{', b'['):  # pragma: no cover - big scalars are strings
             return  # a scalar has no children for any segment to select
+        if not self.spread(node):
+            self.run_loaded(node, self.load(node), segments, node, ())  # one long line: loaded, within the limit
+            return
         segment, rest = segments[0], tuple(segments[1:])
         if isinstance(segment, JSONPathRecursiveDescentSegment):
             self.evaluate(node, (_child_segment(segment.selectors), *rest))
@@ -519,7 +551,7 @@ def _path(location: Location) -> str:
 
 
 def _described(node: _Node) -> str:
-    return f'<a value of {node.size:,} bytes starting at line {node.line}: select its parts to see them>'
+    return f'<a value of {node.size} bytes starting at line {node.line}: select its parts to see them>'
 
 
 def _indent_width(head: bytes) -> int | None:
@@ -554,11 +586,11 @@ def query_json(
                 why = (
                     'A filter that refers to the root ($)'
                     if width is not None
-                    else 'A query on JSON text that is not indented'
+                    else 'A query on JSON text stored on one line'
                 )
                 raise NotQueryableError(
-                    f'{why} needs the whole document loaded, and at {end:,} bytes it is larger than the '
-                    f'{caps.max_load_bytes:,} a query may load. '
+                    f'{why} needs the whole document loaded, and at {end} bytes it is larger than the '
+                    f'{caps.max_load_bytes} a query may load. '
                     + ('Use @ (the current node) in filters.' if width is not None else 'Use grep_tool_result.')
                 )
             try:

@@ -43,11 +43,9 @@ def truncation_marker(
         last_line: Last line touched by the cut.
         where: Which part was cut.
     """
-    lines = f'line {first_line:,}' if first_line == last_line else f'lines {first_line:,}-{last_line:,}'
+    lines = f'line {first_line}' if first_line == last_line else f'lines {first_line}-{last_line}'
     what = {'start': 'the first', 'middle': 'the middle', 'end': 'the last', 'all': 'all'}[where]
-    return (
-        f'[truncated: {what} {omitted:,} of {total:,} characters ({lines}) omitted here and not kept{NARROWER_ADVICE}]'
-    )
+    return f'[truncated: {what} {omitted} of {total} characters ({lines}) omitted here and not kept{NARROWER_ADVICE}]'
 
 
 def unrenderable_note(type_name: str) -> str:
@@ -58,16 +56,28 @@ def unrenderable_note(type_name: str) -> str:
 
 
 def spill_header(summary: SpillSummary) -> str:
-    """The first line of a spill preview: what happened, how big it was, where it is."""
+    """The first line of a spill preview: what happened, how big it was, where it is.
+
+    The sizes are those of the stored text, as the query tools read it: lines and bytes.
+    """
+    layout = ' as JSON, one element per line' if summary.json else ''
+    lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
     return (
-        f'[The output of `{summary.tool_name}` is too large to show in full: {summary.chars:,} characters '
-        f'(~{summary.tokens:,} tokens), {summary.lines:,} lines, {format_bytes(summary.nbytes)}. '
-        f'It is saved in full under handle "{summary.handle}"; below is a preview.\n'
+        f'[The output of `{summary.tool_name}` is too large to show in full (~{summary.tokens} tokens). '
+        f'It is saved in full under handle "{summary.handle}"{layout}: {lines}, {summary.nbytes} bytes; below is a preview.\n'
     )
 
 
-def spill_how_to_read() -> str:
-    """Exactly how to get the rest. The handle is stated once, in the header, to keep the preview short."""
+def spill_how_to_read(*, one_line: bool = False) -> str:
+    """Exactly how to get the rest. The handle is stated once, in the header, to keep the preview short.
+
+    `one_line`: the payload is a single line (minified JSON, say), so lines are no unit to page it by: bytes are.
+    """
+    if one_line:
+        return (
+            'Page back with that handle: grep_tool_result(handle, pattern) finds each match and its byte offset; '
+            "read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]\n"
+        )
     return (
         'Page back with that handle: grep_tool_result(handle, pattern) finds lines; '
         'read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); '
@@ -89,10 +99,10 @@ def summary_marker(
     uncovered = ''
     if uncovered_chars:
         kept = 'are only in the original' if handle is not None else 'were left out'
-        uncovered = f' The last {uncovered_chars:,} characters were too many to summarize and {kept}.'
+        uncovered = f' The last {uncovered_chars} characters were too many to summarize and {kept}.'
 
     return (
-        f'[Summary of the output of the tool `{tool_name}` ({chars:,} characters, {lines:,} lines), written by a '
+        f'[Summary of the output of the tool `{tool_name}` ({chars} characters, {lines} lines), written by a '
         f'model{how} because the output was too long to keep in the conversation. It may miss details. '
         f'{where}{uncovered}]\n'
     )

@@ -5,20 +5,19 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from .._gil import hand_over
-from ._markers import format_bytes, spill_header, spill_how_to_read
+from ._markers import spill_header, spill_how_to_read
 from .stores._line_index import LineIndex
 
 __all__ = (
     'ImportantLinesScan',
     'SpillSummary',
-    'array_shape_sketch',
     'binary_preview',
     'detect_binary_type',
     'important_lines',
@@ -100,9 +99,12 @@ class SpillSummary:
     query_tools: bool = True
     """Whether `read_tool_result` / `grep_tool_result` are offered to page it back."""
 
+    json: bool = False
+    """Whether it is stored as JSON with one element per line (a structured value, or a text that is JSON)."""
+
 
 def _clip(line: str) -> str:
-    return line if len(line) <= _LINE_CHARS else f'{line[:_LINE_CHARS]}[... line cut, {len(line):,} chars]'
+    return line if len(line) <= _LINE_CHARS else f'{line[:_LINE_CHARS]}[... line cut, {len(line)} chars]'
 
 
 def _numbered(lines: list[tuple[int, str]]) -> str:
@@ -421,46 +423,134 @@ def _spread(found: list[_L], limit: int) -> list[_L]:
     return [*found[: limit - 1], found[-1]]
 
 
+_WINDOW_BYTES = 64 * 1024
+"""The first and last lines of a preview come from this much of each end of the stored text."""
+
+_SHOWN_BYTES = 160
+"""Preview lines longer than this (in bytes) are cut, with the byte offset to read the rest from."""
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """A line of the stored text, as the preview shows it."""
+
+    number: int
+    text: str
+    start: int
+    """The byte where the line starts."""
+
+    whole: bool
+    """Whether `text` is the whole line (else the line goes on past the window it was read from)."""
+
+
+def _windows(text: str | None, pieces: Sequence[bytes] | None, nbytes: int) -> tuple[bytes, bytes, int]:
+    """The first and last `_WINDOW_BYTES` or so of the stored text (UTF-8), and the byte where the last ones start."""
+    if pieces is not None:
+        head = _first_bytes(pieces, _WINDOW_BYTES)
+        tail = _last_bytes(pieces, _WINDOW_BYTES)
+    else:
+        source = text or ''
+        head = source[:_WINDOW_BYTES].encode('utf-8', 'surrogatepass')
+        tail = source[-_WINDOW_BYTES:].encode('utf-8', 'surrogatepass') if source else b''
+    if len(head) >= nbytes:
+        return head, head, 0
+    return head, tail, nbytes - len(tail)
+
+
+def _first_bytes(pieces: Sequence[bytes], limit: int) -> bytes:
+    taken: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        taken.append(piece[: limit - size])
+        size += len(taken[-1])
+        if size >= limit:
+            break
+    return b''.join(taken)
+
+
+def _last_bytes(pieces: Sequence[bytes], limit: int) -> bytes:
+    taken: list[bytes] = []
+    size = 0
+    for piece in reversed(pieces):
+        need = limit - size
+        taken.append(piece[-need:] if len(piece) > need else piece)
+        size += len(taken[-1])
+        if size >= limit:
+            break
+    return b''.join(reversed(taken))
+
+
+def _line_text(line: bytes) -> tuple[str, int]:
+    """The shown part of a line and how many of its bytes that is (cut at `_SHOWN_BYTES`, on a character boundary)."""
+    if len(line) <= _SHOWN_BYTES:
+        return line.decode('utf-8', 'replace'), len(line)
+    cut = _SHOWN_BYTES
+    while cut > _SHOWN_BYTES - 3 and (line[cut] & 0xC0) == 0x80:
+        cut -= 1  # not inside a UTF-8 sequence
+    return line[:cut].decode('utf-8', 'replace'), cut
+
+
+def _render_shown(line: _Shown) -> str:
+    return f'{line.number}| {line.text}\n'
+
+
+def _shown(number: int, line: bytes, start: int, whole: bool) -> _Shown:
+    text, shown_bytes = _line_text(line)
+    if shown_bytes < len(line) or not whole:
+        text += f"[... line cut: read on with unit='bytes', offset={start + shown_bytes}]"
+    return _Shown(number, text, start, whole)
+
+
+_BRACKETS = frozenset({b'[', b']', b'{', b'}', b'],', b'},'})
+"""Lines of a JSON layout that hold only a bracket: a preview leaves them out (the shape sketch says as much)."""
+
+
 def _head_tail_lines(
-    text: str, total_lines: int, budget: int, shown: set[int]
-) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """As many whole lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones."""
-    head: list[tuple[int, str]] = []
+    windows: tuple[bytes, bytes, int], total_lines: int, budget: int, shown: set[int], *, json: bool = False
+) -> tuple[list[_Shown], list[_Shown]]:
+    """As many lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones.
+
+    `json`: the text is a JSON layout, whose bracket-only lines are left out.
+    """
+    head_window, tail_window, tail_base = windows
+    whole_text = tail_base == 0 and head_window is tail_window
+    head: list[_Shown] = []
     used = 0
-    for number, line in zip(range(1, total_lines + 1), _iter_lines(text, 0)):
-        if number in shown:
-            continue
-        cost = len(_numbered([(number, line)]))
-        if used + cost > budget * 3 // 5:
+    position = 0
+    number = 1
+    while number <= total_lines and position < len(head_window):
+        end = head_window.find(b'\n', position)
+        whole = end != -1 or whole_text
+        if end == -1:
+            end = len(head_window)
+        if number not in shown and not (json and head_window[position:end].strip() in _BRACKETS):
+            line = _shown(number, head_window[position:end], position, whole)
+            cost = len(_render_shown(line))
+            if used + cost > budget * 3 // 5:
+                break
+            head.append(line)
+            used += cost
+        if not whole:
             break
-        head.append((number, line))
-        used += cost
-    tail: list[tuple[int, str]] = []
-    end = len(text) - 1 if text.endswith('\n') else len(text)
+        position = end + 1
+        number += 1
+    tail: list[_Shown] = []
+    end = len(tail_window) - 1 if tail_window.endswith(b'\n') else len(tail_window)
     number = total_lines
-    while number > (head[-1][0] if head else 0):
-        start = text.rfind('\n', 0, end) + 1
-        line = text[start:end]
-        cost = 0 if number in shown else len(_numbered([(number, line)]))
-        if used + cost > budget:
-            break
-        if number not in shown:
-            tail.append((number, line))
-        used += cost
+    while number > (head[-1].number if head else 0) and end >= 0:
+        start = tail_window.rfind(b'\n', 0, end) + 1
+        if start == 0 and tail_base > 0:
+            break  # the line begins before the window: too long to show from the end
+        if number not in shown and not (json and tail_window[start:end].strip() in _BRACKETS):
+            line = _shown(number, tail_window[start:end], tail_base + start, True)
+            cost = len(_render_shown(line))
+            if used + cost > budget:
+                break
+            tail.append(line)
+            used += cost
         number -= 1
         end = start - 1
     return head, tail[::-1]
-
-
-def _iter_lines(text: str, start: int) -> Iterator[str]:
-    while start <= len(text):
-        end = text.find('\n', start)
-        if end == -1:
-            if start < len(text):
-                yield text[start:]
-            return
-        yield text[start:end]
-        start = end + 1
 
 
 def count_lines(text: str) -> int:
@@ -478,19 +568,22 @@ def _important_block(found: list[ImportantLine], noisy: bool) -> str:
 
 def text_preview(
     summary: SpillSummary,
-    text: str,
+    text: str | None,
     budget: int,
     *,
     shape: str | None = None,
     data: bytes | None = None,
     important: tuple[list[ImportantLine], bool] | None = None,
+    pieces: Sequence[bytes] | None = None,
 ) -> str:
     """The model-visible replacement for a spilled text or structured payload.
 
-    `data` is its UTF-8, if at hand; `important` the result of `important_lines` when the caller scanned already
-    (beside the store write, say).
+    The stored text is `text`, or the UTF-8 `pieces` it was written in (a structured value's layout); `data` is its
+    UTF-8, if at hand; `important` the result of `important_lines` when the caller scanned already (beside the
+    store write, say).
     """
-    parts = [spill_header(summary), spill_how_to_read()]
+    one_line = summary.lines <= 1 and not summary.json
+    parts = [spill_header(summary), spill_how_to_read(one_line=one_line)]
     if summary.path is not None:
         # Without the query tools the file line replaces the paging hint, and closes the header's bracket.
         file_line = workspace_file_line()
@@ -501,7 +594,9 @@ def text_preview(
         if used + len(sketch) <= budget:
             parts.append(sketch)
             used += len(sketch)
-    found, noisy = important if important is not None else important_lines(data if data is not None else text)
+    if important is None:
+        important = important_lines(data if data is not None else b''.join(pieces or ()) if text is None else text)
+    found, noisy = important
     found = list(found)
     shown: set[int] = set()
     # Important lines may take up to two thirds of what is left; the least important go first when short.
@@ -514,11 +609,15 @@ def text_preview(
             shown = {line.number for line in found}
             break
         found.remove(max(found, key=lambda line: (line.rank, -line.number)))
-    head, tail = _head_tail_lines(text, summary.lines, max(0, budget - used - 60), shown)
+    windows = _windows(text, pieces, summary.nbytes)
+    head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown, json=summary.json)
     if head:
-        parts.append(f'First lines ({head[0][0]:,}-{head[-1][0]:,} of {summary.lines:,}):\n' + _numbered(head))
+        parts.append(
+            f'First lines ({head[0].number}-{head[-1].number} of {summary.lines}):\n'
+            + ''.join(map(_render_shown, head))
+        )
     if tail:
-        parts.append(f'Last lines ({tail[0][0]:,}-{tail[-1][0]:,}):\n' + _numbered(tail))
+        parts.append(f'Last lines ({tail[0].number}-{tail[-1].number}):\n' + ''.join(map(_render_shown, tail)))
     return ''.join(parts).rstrip('\n')
 
 
@@ -570,7 +669,7 @@ def binary_preview(
         where = workspace_file_line()[1:-2] + '.'
         how = f'{how} {where}' if query_tools else where
     return (
-        f'[The tool `{tool_name}` returned binary data ({format_bytes(len(data))}: {len(data):,} bytes, {kind}), '
+        f'[The tool `{tool_name}` returned binary data ({len(data)} bytes, {kind}), '
         f'which cannot be shown as text. It was saved verbatim under handle "{handle}".\n'
         f'{how}]\n'
         f'First bytes: {sample}'
@@ -588,54 +687,85 @@ def workspace_file_line() -> str:
     )
 
 
-def shape_sketch(value: Any, depth: int = 2) -> str:
-    """Keys and types, array lengths, two levels deep: enough to know what to grep for."""
-    return _shape(value, depth)
+def shape_sketch(value: Any, depth: int = 2, plain: Callable[[Any], Any] | None = None) -> str:
+    """Keys and types, array lengths, two levels deep: enough to know what to grep for.
+
+    An array is sketched from a sample of its elements spread over all of it (`_SAMPLE`), their keys and types
+    merged: a key missing from some is marked `?`, differing types are joined with `|`, and nested array lengths
+    are given as a range. `plain` turns an object (a model, a dataclass) into its JSON-compatible form.
+    """
+    return _merged([value], depth, plain or (lambda item: item))
 
 
 _MAX_KEYS = 12
 
-_MIXED_SAMPLE = 20
-"""How many elements of an array the sketch looks at to say `(mixed types)`."""
+_SAMPLE = 50
+"""How many elements of an array, evenly spread over it (first and last included), its sketch merges."""
+
+_MAX_ALTERNATIVES = 3
+"""Past this many different types, a sketch says `mixed`."""
+
+_SCALARS: dict[type, str] = {bool: 'bool', int: 'int', float: 'float', str: 'str', type(None): 'null'}
 
 
-def array_shape_sketch(length: int, head: Sequence[Any], depth: int = 2) -> str:
-    """`shape_sketch` of an array of `length` elements whose first ones are `head` (at least `_MIXED_SAMPLE`).
-
-    The same text `shape_sketch` writes for the whole array: it reads only these elements and the length.
-    """
-    if len(head) < _MIXED_SAMPLE:
-        raise ValueError(f'at least {_MIXED_SAMPLE} elements are needed, got {len(head)}')
-    first = _shape(head[0], depth)
-    mixed = any(type(e) is not type(head[0]) for e in head[1:_MIXED_SAMPLE])
-    return f'array[{length:,}] of {first}{" (mixed types)" if mixed else ""}'
+def _sample(items: Sequence[Any]) -> list[Any]:
+    if len(items) <= _SAMPLE:
+        return list(items)
+    step = (len(items) - 1) / (_SAMPLE - 1)
+    return [items[round(i * step)] for i in range(_SAMPLE)]
 
 
-def _shape(value: Any, depth: int) -> str:
-    if isinstance(value, dict):
-        items: list[tuple[str, Any]] = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
-        if depth <= 0:
-            return f'object({len(items)} keys)'
-        shown = ', '.join(f'{key}: {_shape(v, depth - 1)}' for key, v in items[:_MAX_KEYS])
-        more = f', ... {len(items) - _MAX_KEYS} more keys' if len(items) > _MAX_KEYS else ''
-        return f'{{{shown}{more}}}'
-    if isinstance(value, list):
-        elements: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
-        if not elements:
-            return 'array[0]'
-        if depth <= 0:
-            return f'array[{len(elements):,}]'
-        first = _shape(elements[0], depth)  # the elements sit at the array's own level
-        mixed = any(type(e) is not type(elements[0]) for e in elements[1:_MIXED_SAMPLE])
-        return f'array[{len(elements):,}] of {first}{" (mixed types)" if mixed else ""}'
-    if isinstance(value, bool):
-        return 'bool'
-    if isinstance(value, int):
-        return 'int'
-    if isinstance(value, float):
-        return 'float'
-    if isinstance(value, str):
-        return 'str'
-    if value is None:
-        return 'null'
-    return type(value).__name__
+def _merged(values: list[Any], depth: int, plain: Callable[[Any], Any]) -> str:
+    """One sketch for all of `values` (elements of the same place in a document)."""
+    values = [
+        value if type(value) in _SCALARS or type(value) in (dict, list, tuple) else plain(value) for value in values
+    ]
+    dicts = [cast('dict[Any, Any]', value) for value in values if isinstance(value, dict)]
+    arrays = [cast('Sequence[Any]', value) for value in values if isinstance(value, (list, tuple))]
+    alternatives: list[str] = []
+    if dicts:
+        alternatives.append(_merged_objects(dicts, depth, plain))
+    if arrays:
+        alternatives.append(_merged_arrays(arrays, depth, plain))
+    for value in values:
+        kind = cast('type[Any]', type(value))
+        name = _SCALARS.get(kind, kind.__name__)
+        if not isinstance(value, (dict, list, tuple)) and name not in alternatives:
+            alternatives.append(name)
+    if len(alternatives) > _MAX_ALTERNATIVES:
+        return 'mixed'
+    return ' | '.join(alternatives)
+
+
+def _count_range(counts: Sequence[int]) -> str:
+    low, high = min(counts), max(counts)
+    return str(low) if low == high else f'{low}-{high}'
+
+
+def _merged_objects(dicts: list[dict[Any, Any]], depth: int, plain: Callable[[Any], Any]) -> str:
+    if depth <= 0:
+        return f'object({_count_range([len(d) for d in dicts])} keys)'
+    keys: dict[Any, None] = {}
+    for mapping in dicts:
+        for key in mapping:
+            keys.setdefault(key, None)
+            if len(keys) > _MAX_KEYS:
+                break
+    shown: list[str] = []
+    for key in list(keys)[:_MAX_KEYS]:
+        present = [mapping[key] for mapping in dicts if key in mapping]
+        optional = '?' if len(present) < len(dicts) else ''
+        shown.append(f'{key}{optional}: {_merged(present, depth - 1, plain)}')
+    most = max(len(mapping) for mapping in dicts)
+    more = f', ... {most - _MAX_KEYS} more keys' if most > _MAX_KEYS else ''
+    return f'{{{", ".join(shown)}{more}}}'
+
+
+def _merged_arrays(arrays: list[Sequence[Any]], depth: int, plain: Callable[[Any], Any]) -> str:
+    length = _count_range([len(array) for array in arrays])
+    elements = [element for array in _sample(arrays) for element in _sample(array)]
+    if not elements:
+        return f'array[{length}]'
+    if depth <= 0:
+        return f'array[{length}]'
+    return f'array[{length}] of {_merged(_sample(elements), depth, plain)}'  # elements sit at the array's own level

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -15,6 +14,7 @@ import pydantic_core
 from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
 
 from .._gil import hand_over
+from ._json_layout import JsonLayout, lay_out, lay_out_jsonable, single_line_layout
 
 __all__ = (
     'Rendered',
@@ -23,6 +23,7 @@ __all__ = (
     'render_content',
     'render_value',
     'stored_form',
+    'stored_layout',
     'stored_text',
     'strip_ansi_codes',
 )
@@ -33,15 +34,15 @@ CHARS_PER_TOKEN = 4
 """The heuristic used when no tokenizer is given: about four characters per token."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rendered:
     """A tool return value (or `ToolReturn.content`) rendered once for measuring and reducing."""
 
     kind: Kind
     """`text` (a str), `structured` (sent as JSON), `binary` (bytes) or `multimodal` (files the model sees natively)."""
 
-    text: str
-    """What the model would see as text: the string, the compact JSON, or the text parts of multimodal content."""
+    given_text: str | None = None
+    """The text of a text or multimodal value (a structured value's is derived from `layout` when needed)."""
 
     data: bytes | None = None
     """The raw bytes of a binary value."""
@@ -52,31 +53,83 @@ class Rendered:
     lossy: bool = False
     """The value could not be serialized as the model would see it; `text` is a best-effort rendering."""
 
-    source: Any = None
-    """For structured values pydantic serialized: the value itself, serialized again (indented) to be stored."""
+    layout: JsonLayout | None = None
+    """For structured values: the stored form, serialized once; the compact JSON the model sees is derived from it."""
 
     given_jsonable: Any = field(default=None, repr=False)
-    """For best-effort renderings: the JSON-compatible form they were written from (else `jsonable` parses `text`)."""
+    """For best-effort renderings: the JSON-compatible form they were written from (else `jsonable` parses)."""
+
+    @functools.cached_property
+    def text(self) -> str:
+        """What the model would see as text: the string, the compact JSON, or the text parts of multimodal content."""
+        if self.given_text is not None:
+            return self.given_text
+        if self.layout is not None:
+            return self.layout.compact().decode('utf-8', 'surrogatepass')
+        return ''
 
     @functools.cached_property
     def jsonable(self) -> Any:
-        """For structured values: the JSON-compatible form (truncation, the shape sketch), parsed on first use.
+        """For structured values: the JSON-compatible form (truncation, secrets), parsed on first use.
 
-        `None` when `text` is not JSON that can be parsed (nested too deep, say).
+        `None` when the text is not JSON that can be parsed (nested too deep, say).
         """
         if self.kind != 'structured':
             return None
         if self.given_jsonable is not None:
             return self.given_jsonable
         try:
-            return pydantic_core.from_json(self.text)
+            return pydantic_core.from_json(self.layout.data() if self.layout is not None else self.text)
         except ValueError:
             return None
+
+    @functools.cached_property
+    def json_text_layout(self) -> JsonLayout | None:
+        """For a text that is JSON (an object or an array, as MCP servers and HTTP tools return): its stored form.
+
+        Only texts whose first non-space character is `{` or `[` and of at most `JSON_TEXT_MAX_CHARS` are parsed,
+        once; anything else is `None`.
+        """
+        if self.kind != 'text' or self.given_text is None:
+            return None
+        return json_text_layout(self.given_text)
 
     @property
     def size_chars(self) -> int:
         """Characters of text, or bytes of a binary value."""
-        return len(self.data) if self.data is not None else len(self.text)
+        if self.data is not None:
+            return len(self.data)
+        if self.given_text is None and self.layout is not None:
+            return self.layout.chars
+        return len(self.text)
+
+
+JSON_TEXT_MAX_CHARS = 16_000_000
+"""Longer texts are stored as the text they are, even when they are JSON: parsing one costs several times its size
+in memory."""
+
+_JSON_START = re.compile(r'\s*[\[{]')
+
+
+def json_text_layout(text: str) -> JsonLayout | None:
+    """The stored form of `text` when it is a JSON object or array (of at most `JSON_TEXT_MAX_CHARS`), else `None`."""
+    if len(text) > JSON_TEXT_MAX_CHARS or _JSON_START.match(text) is None:
+        return None
+    try:
+        parsed = pydantic_core.from_json(text, allow_inf_nan=False)
+    except ValueError:
+        return None
+    try:
+        return lay_out(parsed)
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError):  # pragma: no cover
+        return None  # parsed JSON always serializes; kept as text if it ever does not
+
+
+def stored_layout(rendered: Rendered) -> JsonLayout | None:
+    """The JSON layout a structured value, or a text that is JSON, is stored in; `None` for other text."""
+    if rendered.kind == 'structured':
+        return rendered.layout
+    return rendered.json_text_layout
 
 
 # ECMA-48: CSI (with parameter and intermediate bytes), the string controls (OSC, DCS, SOS, PM, APC)
@@ -217,28 +270,34 @@ def _render_multimodal(items: Sequence[Any]) -> Rendered:
 
 def _render_structured(value: Any) -> Rendered:
     try:
-        dumped = tool_return_ta.dump_json(value, by_alias=True)
-    except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError):
-        return _render_unserializable(value)
-    if dumped.startswith(b'"'):
+        layout = lay_out(value)
+    except _SERIALIZATION_ERRORS:
+        # pydantic-ai's own serializer may still take it whole (a type the per-line layout cannot spread out).
+        try:
+            dumped = tool_return_ta.dump_json(value, by_alias=True)
+        except _SERIALIZATION_ERRORS:
+            return _render_unserializable(value)
+        layout = single_line_layout(dumped)
+    if layout.pieces[0].startswith(b'"'):
         # A value whose JSON form is a string (datetime, UUID, ...) is sent as that plain string.
         try:
-            return Rendered('text', pydantic_core.from_json(dumped))
+            return Rendered('text', pydantic_core.from_json(layout.data()))
         except ValueError:
-            return Rendered('structured', dumped.decode('utf-8', 'replace'))
-    # Not parsed back here: the indented stored form is serialized from the value itself, and the few users of the
-    # parsed form (`Rendered.jsonable`) parse it when they need it.
-    return Rendered('structured', dumped.decode('utf-8', 'replace'), source=value)
+            return Rendered('structured', layout=layout)
+    return Rendered('structured', layout=layout)
+
+
+_SERIALIZATION_ERRORS = (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError)
 
 
 def _render_unserializable(value: Any) -> Rendered:
     """A best-effort rendering of a value pydantic cannot serialize (objects, cycles, extreme nesting)."""
     jsonable = _to_jsonable(value, 0, set())
     try:
-        text = json.dumps(jsonable, ensure_ascii=False, separators=(',', ':'))
+        layout = lay_out_jsonable(jsonable)
     except (ValueError, TypeError, RecursionError):  # pragma: no cover - _to_jsonable only yields JSON types
         return Rendered('text', _safe_repr(value), lossy=True)
-    return Rendered('structured', text, lossy=True, given_jsonable=jsonable)
+    return Rendered('structured', lossy=True, layout=layout, given_jsonable=jsonable)
 
 
 _MAX_DEPTH = 100
@@ -255,7 +314,7 @@ def _to_jsonable(value: Any, depth: int, active: set[int]) -> Any:
         return value
     if isinstance(value, int):
         if value.bit_length() > _INT_DIGITS_LIMIT * 3:
-            return f'<int of about {int(value.bit_length() * 0.30103):,} digits>'
+            return f'<int of about {int(value.bit_length() * 0.30103)} digits>'
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
@@ -297,41 +356,21 @@ def _safe_repr(value: Any) -> str:
     return _OBJECT_ADDRESS.sub('', text)
 
 
-def _indented(rendered: Rendered) -> bytes | None:
-    """A structured value as indented JSON, one field per line, serialized in one native pass (pydantic-core).
-
-    Byte for byte what `json.dumps(parsed, indent=1, ensure_ascii=False)` wrote before, except for numbers, which
-    are now written exactly as in the compact JSON the model sees (`1e-7`, where Python wrote `1e-07`).
-    """
-    if rendered.kind != 'structured':
-        return None
-    if rendered.source is not None:
-        try:
-            return tool_return_ta.dump_json(rendered.source, by_alias=True, indent=1)
-        except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError, OverflowError):
-            return None
-    if rendered.jsonable is not None:
-        try:  # a best-effort rendering may hold lone surrogates, which only Python's encoder writes
-            return json.dumps(rendered.jsonable, indent=1, ensure_ascii=False).encode('utf-8', 'surrogatepass')
-        except (ValueError, TypeError, RecursionError):
-            return None
-    return None
-
-
 def stored_text(rendered: Rendered) -> str:
     """The text a text or structured value is stored as.
 
-    Structured values are stored indented, one field per line, so line reads and grep are useful on them; one too
-    deep to indent is stored as the compact text the model would have seen.
+    Structured values (and texts that are JSON) are stored as JSON with one compact element per line, so a line
+    read or a grep hit is a whole record (`_json_layout`).
     """
     return stored_form(rendered)[0]
 
 
 def stored_form(rendered: Rendered) -> tuple[str, bytes]:
     """The text a text or structured value is stored as (`stored_text`), and its UTF-8 bytes (lone surrogates kept)."""
-    indented = _indented(rendered)
-    if indented is not None:
-        return indented.decode('utf-8', 'surrogatepass'), indented
+    layout = stored_layout(rendered)
+    if layout is not None:
+        data = layout.data()
+        return data.decode('utf-8', 'surrogatepass'), data
     return rendered.text, rendered.text.encode('utf-8', 'surrogatepass')
 
 
@@ -347,7 +386,7 @@ def measure(
     if rendered.data is not None:
         return math.ceil(len(rendered.data) / CHARS_PER_TOKEN), None
     if tokenizer is None:
-        return estimate_tokens(rendered.text), None
+        return math.ceil(rendered.size_chars / CHARS_PER_TOKEN), None
     try:
         count = tokenizer(rendered.text)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:  # pyright: ignore[reportUnnecessaryIsInstance]

@@ -83,8 +83,8 @@ def plan_step(returns: Sequence[StepReturn], budget: int) -> list[int]:
 def step_note(*, calls: int, total: int, budget: int, size: int, action: str, unit: str) -> str:
     """The line put above a return the step budget reduced, for the model."""
     return (
-        f'[Step budget: the {calls:,} tool results of this step came to {total:,} {unit}, over the budget of '
-        f'{budget:,}; this one ({size:,} {unit}, one of the largest) was {action}.]\n'
+        f'[Step budget: the {calls} tool results of this step came to {total} {unit}, over the budget of '
+        f'{budget}; this one ({size} {unit}, one of the largest) was {action}.]\n'
     )
 
 

@@ -191,13 +191,13 @@ def _order(n: int, strategy: TruncationStrategy) -> Iterator[int]:
 
 
 def _list_marker(first: int, last: int, omitted: int, total: int) -> str:
-    where = f'item {first:,}' if first == last else f'items {first:,}-{last:,}'
-    return f'[truncated: {where} ({omitted:,} of {total:,}) {_AGAIN}]'
+    where = f'item {first}' if first == last else f'items {first}-{last}'
+    return f'[truncated: {where} ({omitted} of {total}) {_AGAIN}]'
 
 
 def _dict_marker(first: int, last: int, omitted: int, total: int) -> str:
-    where = f'entry {first:,}' if first == last else f'entries {first:,}-{last:,}'
-    return f'{where} ({omitted:,} of {total:,}) {_AGAIN}'
+    where = f'entry {first}' if first == last else f'entries {first}-{last}'
+    return f'{where} ({omitted} of {total}) {_AGAIN}'
 
 
 def _select(

@@ -350,7 +350,7 @@ async def test_truncate_marker_says_what_was_omitted() -> None:
 8: log line
 9: log line
 10: log line
-[truncated: the middle 28,652 of 28,893 characters (lines 11-1,992) omitted here and not kept]
+[truncated: the middle 28652 of 28893 characters (lines 11-1992) omitted here and not kept]
 1993: log line
 1994: log line
 1995: log line

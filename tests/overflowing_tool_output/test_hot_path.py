@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import decimal
+import enum
 import os
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +16,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import pydantic
+import pydantic_core
 import pytest
 
 from pydantic_ai_harness.overflowing_tool_output import (
@@ -23,6 +30,7 @@ from pydantic_ai_harness.overflowing_tool_output._capability import (
     _PiecesStopped,
     _Relay,
 )
+from pydantic_ai_harness.overflowing_tool_output._json_layout import LINE_BYTES
 from pydantic_ai_harness.overflowing_tool_output._preview import ImportantLinesScan, count_lines
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
@@ -89,7 +97,9 @@ async def test_a_streamed_spill_stores_and_shows_exactly_what_a_plain_write_does
     expected = stored_form(render_value(value))[1]
     assert len(expected) > 2 * _PIECE_CHARS  # several pieces, important lines in more than one
     assert await streamed_store.read(handle) == expected == await plain_store.read(handle)
-    assert f'{count_lines(expected.decode("utf-8", "surrogatepass")):,} lines' in streamed.returned()
+    assert (
+        f'{count_lines(expected.decode("utf-8", "surrogatepass"))} lines, {len(expected)} bytes' in streamed.returned()
+    )
 
 
 async def test_the_sidecar_is_published_with_the_streamed_payload(tmp_path: Path) -> None:
@@ -206,31 +216,120 @@ JSON_CORPUS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize('value', JSON_CORPUS)
-def test_the_native_indented_form_is_what_python_json_writes(value: Any) -> None:
-    """One native pass writes what `json.dumps(parsed, indent=1, ensure_ascii=False)` wrote, byte for byte."""
-    import json
+class Color(enum.Enum):
+    RED = 'red'
 
-    import pydantic_core
+
+class Account(pydantic.BaseModel):
+    account_id: int = pydantic.Field(serialization_alias='accountId')
+    opened: datetime.datetime
+    key: bytes
+    labels: set[str]
+    color: Color
+
+
+@dataclasses.dataclass
+class Holder:
+    accounts: list[Account]
+    ratio: float
+    ident: uuid.UUID
+    amount: decimal.Decimal
+
+
+def account(n: int) -> Account:
+    return Account(
+        account_id=n,
+        opened=datetime.datetime(2026, 1, 1, 12, n % 60),
+        key=b'k' * (n % 7),
+        labels={'a'},
+        color=Color.RED,
+    )
+
+
+OBJECT_CORPUS: list[Any] = [
+    [account(n) for n in range(300)],
+    Holder([account(n) for n in range(40)], float('nan'), uuid.UUID(int=7), decimal.Decimal('1.50')),
+    {'page': {'items': [Holder([account(n)], 1.0, uuid.UUID(int=n), decimal.Decimal(n)) for n in range(200)]}},
+    [{'big': 'x' * 3000, 'n': n} for n in range(100)] + [{'n': -1}],
+    {'records': [{'id': n, 'blob': 'y' * (n * 50)} for n in range(80)], 'numbers': list(range(5000))},
+    # Dicts with many members: keys and values serialized in batches (odd keys included).
+    {f'key "{n}" ✓\t\u2028': {'n': n, 'big': 'z' * (n % 3 * 700)} for n in range(3000)},
+    {n: [n] * (n % 4) for n in range(3000)},
+    # Objects as members of a small container: turned plain one at a time, written as pydantic writes them.
+    {
+        'when': datetime.datetime(2026, 1, 2, 3, 4, 5),
+        'id': uuid.UUID(int=3),
+        'raw': b'bytes',
+        'color': Color.RED,
+        'amount': decimal.Decimal('2.5'),
+        'inf': float('inf'),
+        'rows': [account(n) for n in range(30)],
+        'tail': tuple(range(600)),
+    },
+]
+
+
+@pytest.mark.parametrize('value', [*JSON_CORPUS, *OBJECT_CORPUS], ids=range(len(JSON_CORPUS) + len(OBJECT_CORPUS)))
+def test_the_stored_form_is_the_compact_json_the_model_sees_spread_over_lines(value: Any) -> None:
+    """Valid JSON equal to the value, byte for byte the compact JSON once its newlines and indents are gone."""
+    from pydantic_ai.messages import tool_return_ta
 
     rendered = render_value(value)
-    reference = json.dumps(pydantic_core.from_json(rendered.text), indent=1, ensure_ascii=False)
-    assert stored_form(rendered) == (reference, reference.encode())
+    text, data = stored_form(rendered)
+    compact = tool_return_ta.dump_json(value, by_alias=True)
+    assert rendered.text == compact.decode()
+    assert rendered.size_chars == len(compact.decode())
+    assert pydantic_core.from_json(data) == pydantic_core.from_json(compact)
+    assert b''.join(line.lstrip(b' ') for line in data.split(b'\n')) == compact
+    assert data.endswith(b'\n') and text == data.decode()
+    assert rendered.layout is not None and rendered.layout.lines == count_lines(text)
+    for line in data.split(b'\n'):
+        # Lines stay bounded: a longer one holds a single element that cannot be spread out (a long string).
+        if len(line) > LINE_BYTES:
+            element = pydantic_core.from_json(line.strip().rstrip(b',').split(b':', 1)[-1])
+            assert isinstance(element, str) or b'{' not in line.strip()[1:], line[:200]
 
 
-def test_the_native_indented_form_writes_numbers_as_the_model_saw_them() -> None:
-    """The one difference, by decision: small exponents as in the compact JSON (`1e-7`), not Python's `1e-07`."""
-    rendered = render_value({'tiny': 1e-7})
-    assert rendered.text == '{"tiny":1e-7}'
-    assert stored_form(rendered)[0] == '{\n "tiny": 1e-7\n}'
+def test_numbers_are_stored_as_the_model_saw_them() -> None:
+    rendered = render_value({'tiny': 1e-7, 'pad': ['p' * 100] * 12})
+    assert rendered.text.startswith('{"tiny":1e-7,')
+    assert stored_form(rendered)[0].startswith('{\n "tiny":1e-7,\n "pad":[\n  "pppp')
 
 
-def test_a_best_effort_rendering_with_lone_surrogates_is_stored_indented() -> None:
-    rendered = render_value({'bad': '\udcff', 'object': object()})
+def test_a_best_effort_rendering_with_lone_surrogates_is_stored_spread_over_lines() -> None:
+    rendered = render_value({'bad': '\udcff', 'object': object(), 'pad': ['p' * 100] * 12})
     assert rendered.lossy
     text, data = stored_form(rendered)
-    assert text.startswith('{\n "bad": "\udcff"')
+    assert text.startswith('{\n "bad":"\udcff",\n "object":"<object object>",\n "pad":[\n')
     assert data == text.encode('utf-8', 'surrogatepass')
+
+
+def test_a_list_of_records_is_serialized_once() -> None:
+    """Each record is written by one native call (in batches): no byte of the value is serialized twice."""
+    from pydantic_ai_harness.overflowing_tool_output._json_layout import _Builder, _dump, _to_plain
+
+    written = 0
+    marker = b',-0.0'
+
+    def counting(value: Any) -> bytes:
+        nonlocal written
+        data = _dump()(value)
+        written += len(data) - data.count(marker) * len(marker)  # the markers between batched records aside
+        return data
+
+    value = {'items': records(20_000), 'total': 20_000}
+    layout = _Builder(counting, _to_plain).build(value)
+    assert layout.size > 500_000
+    assert written < layout.size
+
+
+def test_a_value_holding_the_batch_marker_is_laid_out_correctly() -> None:
+    from pydantic_ai_harness.overflowing_tool_output._json_layout import _MARKER
+
+    value = [{'n': n, 'm': [_MARKER, _MARKER, 1]} for n in range(3000)] + [_MARKER, _MARKER, [-0.0, -0.0]] * 50
+    rendered = render_value(value)
+    assert pydantic_core.from_json(stored_form(rendered)[1]) == value
+    assert rendered.text == pydantic_core.to_json(value).decode()
 
 
 LARGE_ARRAYS: list[Any] = [
@@ -239,18 +338,17 @@ LARGE_ARRAYS: list[Any] = [
     [n if n % 3 else str(n) for n in range(200_000)],
     [[n, [n, n], {'k': [1] * (n % 5)}] for n in range(60_000)],
     [1.5] * 150_000,
-    [{'first': 'x' * 300_000}] + [{'n': n} for n in range(100)],  # the first element fills the whole sample
+    [{'first': 'x' * 300_000}] + [{'n': n} for n in range(100)],
+    [account(n) for n in range(3_000)],
 ]
 
 
 @pytest.mark.parametrize('value', LARGE_ARRAYS, ids=range(len(LARGE_ARRAYS)))
-def test_a_large_array_is_sketched_from_a_sample_exactly_as_from_all_of_it(value: Any) -> None:
-    from pydantic_ai_harness.overflowing_tool_output._capability import (
-        _SKETCH_SAMPLE_CHARS,
-        _shape_of,
-    )
+def test_a_large_array_is_sketched_from_a_sample_without_parsing_it(value: Any) -> None:
+    """The sketch of the value itself (objects turned plain one sampled element at a time) is that of its JSON."""
+    from pydantic_ai_harness.overflowing_tool_output._capability import _shape_of
     from pydantic_ai_harness.overflowing_tool_output._preview import shape_sketch
 
     rendered = render_value(value)
-    assert len(rendered.text) > _SKETCH_SAMPLE_CHARS
-    assert _shape_of(rendered) == shape_sketch(render_value(value).jsonable)
+    assert rendered.layout is not None
+    assert _shape_of(rendered, rendered.layout) == shape_sketch(pydantic_core.from_json(rendered.text))

@@ -71,10 +71,18 @@ def test_the_least_important_lines_go_first_when_the_budget_is_short() -> None:
     [
         (
             {'a': 1, 'b': [1, 'x'], 'c': {'d': {'e': None}}},
-            '{a: int, b: array[2] of int (mixed types), c: {d: object(1 keys)}}',
+            '{a: int, b: array[2] of int | str, c: {d: object(1 keys)}}',
         ),
         ([], 'array[0]'),
         ([{'id': 1}] * 3, 'array[3] of {id: int}'),
+        # A sample spread over the whole array, merged: not the first element alone.
+        (
+            [{'id': 0, 'tags': []}]
+            + [{'id': i, 'tags': ['a', 'b'], 'note': None if i % 2 else 'x'} for i in range(1, 500)],
+            snapshot('array[500] of {id: int, tags: array[0-2] of str, note?: str | null}'),
+        ),
+        ([1, 'a', None, 2.5, True], snapshot('array[5] of mixed')),
+        ([[1, 2], [3]], snapshot('array[2] of array[1-2] of int')),
         (
             {f'k{i}': i for i in range(15)},
             snapshot(

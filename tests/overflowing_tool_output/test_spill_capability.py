@@ -35,18 +35,19 @@ async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
     preview = run.returned()
     assert len(preview) <= 1_100
     assert preview == snapshot("""\
-[The output of `run_tests` is too large to show in full: 2,288,921 characters (~572,231 tokens), 50,001 lines, 2.3 MB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
+[The output of `run_tests` is too large to show in full (~572231 tokens). It is saved in full under handle "run-1/call_0/0": 50001 lines, 2288921 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 24998| Traceback (most recent call last):
 25000| FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500
 50001| exit status 1
-First lines (1-4 of 50,001):
+First lines (1-4 of 50001):
 1| 2026-11-29 12:00:01 INFO worker step 1 ok
 2| 2026-11-29 12:00:02 INFO worker step 2 ok
 3| 2026-11-29 12:00:03 INFO worker step 3 ok
 4| 2026-11-29 12:00:04 INFO worker step 4 ok
-Last lines (49,999-50,000):
+Last lines (49998-50000):
+49998| 2026-11-29 12:00:18 INFO worker step 49998 ok
 49999| 2026-11-29 12:00:19 INFO worker step 49999 ok
 50000| 2026-11-29 12:00:20 INFO worker step 50000 ok\
 """)
@@ -69,44 +70,24 @@ async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> N
     }
     run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
     assert run.returned() == snapshot("""\
-[The output of `list_users` is too large to show in full: 93,835 characters (~23,459 tokens), 16,009 lines, 163.9 KB. It is saved in full under handle "run-1/call_0/0"; below is a preview.
+[The output of `list_users` is too large to show in full (~23459 tokens). It is saved in full under handle "run-1/call_0/0" as JSON, one element per line: 2006 lines, 99845 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
-Shape: {meta: {page: int, total: int}, items: array[2,000] of {id: int, name: str, tags: array[2]}, next: null}
-First lines (1-18 of 16,009):
-1| {
-2|  "meta": {
-3|   "page": 1,
-4|   "total": 40000
-5|  },
-6|  "items": [
-7|   {
-8|    "id": 0,
-9|    "name": "user 0",
-10|    "tags": [
-11|     "a",
-12|     "b"
-13|    ]
-14|   },
-15|   {
-16|    "id": 1,
-17|    "name": "user 1",
-18|    "tags": [
-Last lines (15,999-16,009):
-15999|   {
-16000|    "id": 1999,
-16001|    "name": "user 1999",
-16002|    "tags": [
-16003|     "a",
-16004|     "b"
-16005|    ]
-16006|   }
-16007|  ],
-16008|  "next": null
-16009| }\
+Shape: {meta: {page: int, total: int}, items: array[2000] of {id: int, name: str, tags: array[2]}, next: null}
+First lines (2-7 of 2006):
+2|  "meta":{"page":1,"total":40000},
+3|  "items":[
+4|   {"id":0,"name":"user 0","tags":["a","b"]},
+5|   {"id":1,"name":"user 1","tags":["a","b"]},
+6|   {"id":2,"name":"user 2","tags":["a","b"]},
+7|   {"id":3,"name":"user 3","tags":["a","b"]},
+Last lines (2002-2005):
+2002|   {"id":1998,"name":"user 1998","tags":["a","b"]},
+2003|   {"id":1999,"name":"user 1999","tags":["a","b"]}
+2005|  "next":null\
 """)
     stored = memory_store.data['run-1/call_0/0'].decode()
     assert json.loads(stored) == data
-    assert '\n  {\n   "id": 1234,\n' in stored  # one field per line: greppable and pageable
+    assert '\n  {"id":1234,"name":"user 1234","tags":["a","b"]},\n' in stored  # one record per line: a hit is whole
 
 
 async def test_spill_of_binary_is_verbatim(memory_store: MemoryStore) -> None:
@@ -114,7 +95,7 @@ async def test_spill_of_binary_is_verbatim(memory_store: MemoryStore) -> None:
     run = await run_tool(OverflowingToolOutput(store=memory_store), blob, tool_name='screenshot')
     assert memory_store.data['run-1/call_0/0'] == blob
     assert run.returned() == snapshot("""\
-[The tool `screenshot` returned binary data (25.6 KB: 25,608 bytes, PNG image, image/png), which cannot be shown as text. It was saved verbatim under handle "run-1/call_0/0".
+[The tool `screenshot` returned binary data (25608 bytes, PNG image, image/png), which cannot be shown as text. It was saved verbatim under handle "run-1/call_0/0".
 To inspect it: read_tool_result(handle="run-1/call_0/0", unit="bytes", offset=0, limit=512) shows a hex dump of a byte range; grep_tool_result searches it for text.]
 First bytes: 89 50 4e 47 0d 0a 1a 0a 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11 12 13 14 15 16 17\
 """)

@@ -54,7 +54,7 @@ def test_the_plan_never_picks_what_may_not_be_reduced() -> None:
 def test_the_note_says_what_happened_and_why() -> None:
     note = step_note(calls=12, total=480_000, budget=100_000, size=60_000, action='truncated', unit='characters')
     assert note == snapshot(
-        '[Step budget: the 12 tool results of this step came to 480,000 characters, over the budget of 100,000; this one (60,000 characters, one of the largest) was truncated.]\n'
+        '[Step budget: the 12 tool results of this step came to 480000 characters, over the budget of 100000; this one (60000 characters, one of the largest) was truncated.]\n'
     )
 
 
@@ -139,7 +139,7 @@ async def test_a_thousand_parallel_calls_fit_by_reducing_the_largest(tmp_path: P
     first = reduced[0].model_response_str()
     total = sum(len(body(n)) for n in range(1_000))
     assert first.startswith(
-        f'[Step budget: the 1,000 tool results of this step came to {total:,} characters, over the budget of 150,000; '
+        f'[Step budget: the 1000 tool results of this step came to {total} characters, over the budget of 150000; '
         'this one ('
     )
     assert 'characters, one of the largest) was stored in full, with a preview here.]\n' in first
@@ -187,7 +187,7 @@ async def test_per_tool_bands_apply_first_and_empty_bands_are_never_reduced(tmp_
     assert len(by_id['h']) <= 1_000 and not by_id['h'].startswith('[Step budget')  # its own band, once
     assert by_id['p'] == 'p' * 12_000  # empty bands: never reduced
     step_total = len(by_id['h']) + 12_000 + 2 * 6_000  # the huge return counts as its own band left it
-    assert by_id['m1'].startswith(f'[Step budget: the 4 tool results of this step came to {step_total:,} characters')
+    assert by_id['m1'].startswith(f'[Step budget: the 4 tool results of this step came to {step_total} characters')
     assert 'was truncated.]' in by_id['m1']
     # Reducing m1 alone was planned, but what it became (~2,200 with the note) still left the step over: m2 too.
     assert 'was truncated.]' in by_id['m2']
@@ -258,7 +258,7 @@ async def test_the_budget_counts_tokens_when_the_bands_do(tmp_path: Path) -> Non
     await agent.run('go')
     sent = [part.model_response_str() for part in returns_sent(seen[-1])]
     assert sent[1].startswith(
-        '[Step budget: the 4 tool results of this step came to 1,600 tokens, over the budget of 1,500; '
-        'this one (1,000 tokens, one of the largest) was truncated.]\n'
+        '[Step budget: the 4 tool results of this step came to 1600 tokens, over the budget of 1500; '
+        'this one (1000 tokens, one of the largest) was truncated.]\n'
     )
     assert [text.startswith('[Step budget') for text in sent] == [False, True, False, False]

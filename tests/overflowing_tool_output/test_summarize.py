@@ -73,7 +73,7 @@ async def test_summarize_with_the_runs_model_folds_usage(memory_store: MemorySto
     assert handle == 'run-1/call_0/0'
     assert tool_return.content == snapshot(
         """\
-[Summary of the output of the tool `big` (26,926 characters, 2,001 lines), written by a model because the output was too long to keep in the conversation. It may miss details. The full original is saved under handle "run-1/call_0/0": check details with grep_tool_result(handle="run-1/call_0/0", pattern="...") or read_tool_result(handle="run-1/call_0/0", from_end=True).]
+[Summary of the output of the tool `big` (26926 characters, 2001 lines), written by a model because the output was too long to keep in the conversation. It may miss details. The full original is saved under handle "run-1/call_0/0": check details with grep_tool_result(handle="run-1/call_0/0", pattern="...") or read_tool_result(handle="run-1/call_0/0", from_end=True).]
 The log ran 2,000 steps; it failed with ERROR: disk quota exceeded on /data.\
 """
     )
@@ -184,7 +184,7 @@ async def test_map_reduce_summarizes_in_bounded_chunks() -> None:
     result = await _run(OverflowingToolOutput(bands=[Band(over=1_000, action=action)]), LOG, model)
     content = result.all_messages()[2].parts[0].content
     assert 'written by a model in 2 parts' in content
-    assert 'The last 6,9' in content  # what did not fit in the chunks is named
+    assert 'The last 69' in content  # what did not fit in the chunks is named
     assert 'too many to summarize and were left out.' in content  # not "in the original": it was not kept
     prompts = model.prompts  # type: ignore[attr-defined]
     assert len(prompts) == 3  # two chunks and the combination

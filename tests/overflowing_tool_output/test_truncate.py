@@ -32,7 +32,7 @@ line 0002 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0003 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0004 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0005 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
-[truncated: the middle 7,790 of 8,200 characters (lines 6-195) omitted here and not kept; call the tool again with narrower arguments to see them]
+[truncated: the middle 7790 of 8200 characters (lines 6-195) omitted here and not kept; call the tool again with narrower arguments to see them]
 line 0196 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0197 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0198 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
@@ -61,7 +61,7 @@ def test_single_huge_line_is_cut_mid_line() -> None:
     out = truncate_text(text, 1_000, TruncationStrategy.head_tail)
     assert len(out) <= 1_000
     assert out.startswith('aaa') and out.endswith('aaa')
-    assert '999,' in out  # the omitted count is reported
+    assert re.search(r'the middle 99\d{4} of 1000000 characters', out), out[400:700]  # the omitted count
 
 
 @settings(max_examples=300, deadline=None)
@@ -229,7 +229,7 @@ def test_the_marker_counts_lines_exactly_when_the_text_ends_with_a_newline() -> 
         last = int((lines.group(2) or lines.group(1)).replace(',', ''))
         assert last <= 1_000, (strategy, lines.group(0))
     head = truncate_text(text, 5_000, TruncationStrategy.head)
-    assert re.search(r'\(lines [\d,]+-1,000\)', head), head[-300:]
+    assert re.search(r'\(lines \d+-1000\)', head), head[-300:]
 
 
 @pytest.mark.anyio

@@ -81,7 +81,7 @@ async def test_grep_and_jq_through_the_agents_shell_find_the_fact(tmp_path: Path
     assert re.fullmatch(r'\.overflow/[0-9a-z]{10}\.json', handle)  # 25 characters: the short id is the file name
     assert "That handle is also the file's path, relative to your workspace's working directory" in preview
     grep_out, jq_out = (str(part.content) for part in tool_returns(messages, 'shell'))
-    assert grep_out.startswith('exit 0\n') and f'"customer": "{FACT_CUSTOMER}"' in grep_out
+    assert grep_out.startswith('exit 0\n') and f'"customer":"{FACT_CUSTOMER}"' in grep_out
     line_number = int(grep_out.splitlines()[1].split(':')[0])
     assert jq_out == f'exit 0\n{FACT_CUSTOMER}\n'
     # The query tools read the same file through the workspace, and agree on the line.
