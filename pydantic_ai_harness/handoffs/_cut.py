@@ -22,7 +22,7 @@ def _cut_note(shown: int, total: int, handle: str | None) -> str:
         if handle is not None
         else 'the rest was not kept (no store to save it in)'
     )
-    return f' [... record cut: the first {shown:,} of {total:,} characters are shown; {where}.]'
+    return f' [... record cut: the first {shown} of {total} characters are shown; {where}.]'
 
 
 def cut_text(text: str, limit: int, handle: str | None) -> str:

@@ -786,7 +786,7 @@ def _searched_in_part(result: GrepResult) -> str | None:
 
 
 def _kib(nbytes: int) -> str:
-    return f'{nbytes // 1024:,} KiB' if nbytes >= 1024 else f'{nbytes} bytes'
+    return f'{nbytes // 1024} KiB' if nbytes >= 1024 else f'{nbytes} bytes'
 
 
 async def _render_grep(

@@ -134,7 +134,7 @@ async def test_a_5_mb_record_is_capped_in_the_summary_and_still_readable(tmp_pat
     await triage.run('Check the last event')
     [summary] = summary_texts(reader.seen[0])
     assert len(summary) < 25_000
-    assert summary.count('[... record cut: the first ') == 1 and 'of 5,' in summary
+    assert summary.count('[... record cut: the first ') == 1 and 'of 5' in summary
     assert f'event {FIVE_MB_LINES - 1:07d}: ok' in reader.read_back[0]  # the very end, paged from the store
 
 

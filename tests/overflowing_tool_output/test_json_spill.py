@@ -75,14 +75,15 @@ async def run_calls(
 async def test_a_list_of_records_is_previewed_as_whole_compact_records(tmp_path: Path) -> None:
     (preview,), store = await run_calls(tmp_path, users(2_000))
     assert preview == snapshot("""\
-[The output of `fetch` is too large to show in full (~34946 tokens). It is saved in full under handle "019ad7c2-5b3e-7f41-9c2d-8e6a4b1f0d37/call_Xq3fZ8kLmN2pR7sT9vW1yB4d/0" as JSON, one element per line: 2002 lines, 143786 bytes; below is a preview.
+[The output of `fetch` is too large to show in full (~34946 tokens). It is saved in full under handle "6rm6wxww11" as JSON, one element per line: 2002 lines, 143786 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
 Shape: array[2000] of {id: int, login: str, tags: array[1-2] of str, status: str}
 First lines (2-4 of 2002):
 2|  {"id":0,"login":"user-0","tags":["ops"],"status":"active"},
 3|  {"id":1,"login":"user-1","tags":["admin","ops"],"status":"active"},
 4|  {"id":2,"login":"user-2","tags":["admin","ops"],"status":"active"},
-Last lines (2000-2001):
+Last lines (1999-2001):
+1999|  {"id":1997,"login":"user-1997","tags":["admin","ops"],"status":"active"},
 2000|  {"id":1998,"login":"user-1998","tags":["admin","ops"],"status":"active"},
 2001|  {"id":1999,"login":"user-1999","tags":["admin","ops"],"status":"active"}\
 """)
@@ -113,7 +114,7 @@ async def test_text_that_is_json_is_stored_and_previewed_like_a_structured_value
         ('query_tool_result', {'handle': HANDLE, 'path': '$.data[1234].status'}),
     )
     assert preview.split('\n')[0] == snapshot(
-        '[The output of `fetch` is too large to show in full (~39329 tokens). It is saved in full under handle "019ad7c2-5b3e-7f41-9c2d-8e6a4b1f0d37/call_Xq3fZ8kLmN2pR7sT9vW1yB4d/0" as JSON, one element per line: 2005 lines, 145820 bytes; below is a preview.'
+        '[The output of `fetch` is too large to show in full (~39329 tokens). It is saved in full under handle "6rm6wxww11" as JSON, one element per line: 2005 lines, 145820 bytes; below is a preview.'
     )
     assert (
         'Shape: {data: array[2000] of {id: int, login: str, tags: array[1-2], status: str}, next_cursor: null}'
@@ -153,7 +154,7 @@ async def test_a_one_line_text_gets_guidance_in_bytes_and_a_cut_with_its_offset(
         tmp_path, token, ('read_tool_result', {'handle': HANDLE, 'unit': 'bytes', 'offset': 160, 'limit': 20})
     )
     assert preview == snapshot("""\
-[The output of `fetch` is too large to show in full (~11501 tokens). It is saved in full under handle "019ad7c2-5b3e-7f41-9c2d-8e6a4b1f0d37/call_Xq3fZ8kLmN2pR7sT9vW1yB4d/0": 1 line, 46004 bytes; below is a preview.
+[The output of `fetch` is too large to show in full (~11501 tokens). It is saved in full under handle "6rm6wxww11": 1 line, 46004 bytes; below is a preview.
 Page back with that handle: grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
 First lines (1-1 of 1):
 1| eyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOi[... line cut: read on with unit='bytes', offset=160]\

@@ -284,7 +284,7 @@ async def test_a_pattern_read_says_when_a_very_long_line_was_searched_only_in_pa
     read: Any = build_query_toolset(store).tools['read_tool_result'].function
     answer = await read(handle=handle, pattern='NEEDLE')
     assert answer.startswith("No line containing 'NEEDLE'")
-    assert '[1 line longer than 4,096 KiB was searched in its first 4,096 KiB only]' in answer
+    assert '[1 line longer than 4096 KiB was searched in its first 4096 KiB only]' in answer
 
 
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
