@@ -75,13 +75,12 @@ def spill_how_to_read(*, one_line: bool = False) -> str:
     """
     if one_line:
         return (
-            'Page back with that handle: grep_tool_result(handle, pattern) finds each match and its byte offset; '
+            'Page back with it: grep_tool_result(handle, pattern) finds each match and its byte offset; '
             "read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]\n"
         )
     return (
-        'Page back with that handle: grep_tool_result(handle, pattern) finds lines; '
-        'read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); '
-        'from_end=True reads the end.]\n'
+        'Page back with it: grep_tool_result(handle, pattern) finds lines; '
+        'read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]\n'
     )
 
 

@@ -589,6 +589,7 @@ def text_preview(
         file_line = workspace_file_line()
         parts[1:] = [parts[1], file_line] if summary.query_tools else [file_line[1:]]
     used = sum(len(p) for p in parts)
+    previewless = len(parts)
     if shape:
         sketch = f'Shape: {shape}\n'
         if used + len(sketch) <= budget:
@@ -618,6 +619,9 @@ def text_preview(
         )
     if tail:
         parts.append(f'Last lines ({tail[0].number}-{tail[-1].number}):\n' + ''.join(map(_render_shown, tail)))
+    if len(parts) == previewless:
+        # `preview_chars` left no room for any line: the header must not promise a preview.
+        parts[0] = parts[0].replace('; below is a preview.', '.')
     return ''.join(parts).rstrip('\n')
 
 

@@ -76,14 +76,14 @@ async def test_a_list_of_records_is_previewed_as_whole_compact_records(tmp_path:
     (preview,), store = await run_calls(tmp_path, users(2_000))
     assert preview == snapshot("""\
 [The output of `fetch` is too large to show in full (~34946 tokens). It is saved in full under handle "6rm6wxww11" as JSON, one element per line: 2002 lines, 143786 bytes; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
+Page back with it: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]
 Shape: array[2000] of {id: int, login: str, tags: array[1-2] of str, status: str}
-First lines (2-4 of 2002):
+First lines (2-5 of 2002):
 2|  {"id":0,"login":"user-0","tags":["ops"],"status":"active"},
 3|  {"id":1,"login":"user-1","tags":["admin","ops"],"status":"active"},
 4|  {"id":2,"login":"user-2","tags":["admin","ops"],"status":"active"},
-Last lines (1999-2001):
-1999|  {"id":1997,"login":"user-1997","tags":["admin","ops"],"status":"active"},
+5|  {"id":3,"login":"user-3","tags":["admin","ops"],"status":"active"},
+Last lines (2000-2001):
 2000|  {"id":1998,"login":"user-1998","tags":["admin","ops"],"status":"active"},
 2001|  {"id":1999,"login":"user-1999","tags":["admin","ops"],"status":"active"}\
 """)
@@ -155,7 +155,7 @@ async def test_a_one_line_text_gets_guidance_in_bytes_and_a_cut_with_its_offset(
     )
     assert preview == snapshot("""\
 [The output of `fetch` is too large to show in full (~11501 tokens). It is saved in full under handle "6rm6wxww11": 1 line, 46004 bytes; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
+Page back with it: grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
 First lines (1-1 of 1):
 1| eyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOi[... line cut: read on with unit='bytes', offset=160]\
 """)
@@ -171,8 +171,8 @@ def test_model_facing_json_preview_costs_what_it_says() -> None:
 
     count = cl100k_counter()
     summary = SpillSummary('fetch', HANDLE, 1_000_000, 250_000, 20_000, 1_020_000, json=True)
-    assert count(spill_header(summary) + spill_how_to_read()) == snapshot(161)
-    assert count(spill_header(summary) + spill_how_to_read(one_line=True)) == snapshot(159)
+    assert count(spill_header(summary) + spill_how_to_read()) == snapshot(153)
+    assert count(spill_header(summary) + spill_how_to_read(one_line=True)) == snapshot(158)
 
 
 def test_the_stored_json_of_a_text_parses_back_equal() -> None:

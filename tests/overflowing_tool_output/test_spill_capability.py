@@ -36,16 +36,17 @@ async def test_spill_preview_for_a_log(memory_store: MemoryStore) -> None:
     assert len(preview) <= 1_100
     assert preview == snapshot("""\
 [The output of `run_tests` is too large to show in full (~572231 tokens). It is saved in full under handle "run-1/call_0/0": 50001 lines, 2288921 bytes; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
+Page back with it: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 24998| Traceback (most recent call last):
 25000| FAILED tests/test_api.py::test_login - AssertionError: expected 200, got 500
 50001| exit status 1
-First lines (1-4 of 50001):
+First lines (1-5 of 50001):
 1| 2026-11-29 12:00:01 INFO worker step 1 ok
 2| 2026-11-29 12:00:02 INFO worker step 2 ok
 3| 2026-11-29 12:00:03 INFO worker step 3 ok
 4| 2026-11-29 12:00:04 INFO worker step 4 ok
+5| 2026-11-29 12:00:05 INFO worker step 5 ok
 Last lines (49998-50000):
 49998| 2026-11-29 12:00:18 INFO worker step 49998 ok
 49999| 2026-11-29 12:00:19 INFO worker step 49999 ok
@@ -62,6 +63,17 @@ Last lines (49998-50000):
     assert memory_store.data['run-1/call_0/0'] == build_log().encode()
 
 
+async def test_a_preview_budget_too_small_for_any_line_promises_no_preview(memory_store: MemoryStore) -> None:
+    """With `preview_chars` taken by the header and the paging line, the header says only where the output is."""
+    capability = OverflowingToolOutput(store=memory_store, bands=[Band(over=1_000, action=Spill(preview_chars=200))])
+    preview = (await run_tool(capability, 'ticket filed\n' + 'x' * 7_000, tool_name='a')).returned()
+    assert preview == snapshot("""\
+[The output of `a` is too large to show in full (~1754 tokens). It is saved in full under handle "run-1/call_0/0": 2 lines, 7013 bytes.
+Page back with it: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]\
+""")
+    assert 'below is a preview' not in preview
+
+
 async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> None:
     data = {
         'meta': {'page': 1, 'total': 40_000},
@@ -71,7 +83,7 @@ async def test_spill_preview_for_structured_data(memory_store: MemoryStore) -> N
     run = await run_tool(OverflowingToolOutput(store=memory_store), data, tool_name='list_users')
     assert run.returned() == snapshot("""\
 [The output of `list_users` is too large to show in full (~23459 tokens). It is saved in full under handle "run-1/call_0/0" as JSON, one element per line: 2006 lines, 99845 bytes; below is a preview.
-Page back with that handle: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N, limit=200) reads 200 lines from line N (any line number shown here); from_end=True reads the end.]
+Page back with it: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]
 Shape: {meta: {page: int, total: int}, items: array[2000] of {id: int, name: str, tags: array[2]}, next: null}
 First lines (2-7 of 2006):
 2|  "meta":{"page":1,"total":40000},
@@ -80,7 +92,8 @@ First lines (2-7 of 2006):
 5|   {"id":1,"name":"user 1","tags":["a","b"]},
 6|   {"id":2,"name":"user 2","tags":["a","b"]},
 7|   {"id":3,"name":"user 3","tags":["a","b"]},
-Last lines (2002-2005):
+Last lines (2001-2005):
+2001|   {"id":1997,"name":"user 1997","tags":["a","b"]},
 2002|   {"id":1998,"name":"user 1998","tags":["a","b"]},
 2003|   {"id":1999,"name":"user 1999","tags":["a","b"]}
 2005|  "next":null\
