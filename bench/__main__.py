@@ -23,6 +23,7 @@ SECTIONS: dict[str, str] = {
     'handoffs': 'bench.bench_handoffs',
     'json_query': 'bench.bench_json_query',
     'secrets': 'bench.bench_secrets',
+    'handles': 'bench.bench_handles',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""
