@@ -1162,19 +1162,26 @@ class LocalFileStore:
         return deleted
 
 
-def _alias_target(aliases: _Dir, short: str) -> str | None:
-    """The full handle the alias file `short` holds, or `None` when there is no such alias."""
+def _read_small_file(directory: _Dir, name: str, max_size: int) -> bytes | None:
+    """The bytes of the regular file `name`, or `None` when it is missing, not a regular file or over `max_size`."""
     try:
-        fd = aliases.open(short, os.O_RDONLY | _O_NONBLOCK)
+        fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
     except (OSError, HandleNotFoundError):
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_ALIAS_FILE:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_size:
             return None
-        raw = _read_exact(fd, 0, info.st_size)
+        return _read_exact(fd, 0, info.st_size)
     finally:
         os.close(fd)
+
+
+def _alias_target(aliases: _Dir, short: str) -> str | None:
+    """The full handle the alias file `short` holds, or `None` when there is no such alias."""
+    raw = _read_small_file(aliases, short, _MAX_ALIAS_FILE)
+    if raw is None:
+        return None
     try:
         target = raw.decode('utf-8', errors='surrogatepass')
     except UnicodeDecodeError:
@@ -1274,17 +1281,9 @@ def _read_whole(fd: int, _directory: _Dir, _names: list[str]) -> bytes:
 
 
 def _load_sidecar(directory: _Dir, name: str, identity: os.stat_result) -> LineIndex | None:
-    try:
-        fd = directory.open(name, os.O_RDONLY | _O_NONBLOCK)
-    except (OSError, HandleNotFoundError):
+    data = _read_small_file(directory, name, _MAX_INDEX_FILE)
+    if data is None:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_INDEX_FILE:
-            return None
-        data = _read_exact(fd, 0, info.st_size)
-    finally:
-        os.close(fd)
     if len(data) < _INDEX_IDENTITY.size:
         return None
     inode, mtime_ns, size = _INDEX_IDENTITY.unpack_from(data)
