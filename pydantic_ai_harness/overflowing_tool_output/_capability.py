@@ -803,16 +803,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 return await self._spill_streamed(store, action, ctx, call, rendered, key, tokens)
         pageable, data, lines = await _off_loop(ctx, partial(_stored_with_lines, rendered), large=large)
         scan = ImportantLinesScan()
-        handle: str | None = None
-        reason = ''
-        if large and not ctx.in_durable_context:
-            # The scan releases the GIL (RE2, Hyperscan): it runs in a worker thread beside the store write.
-            async with anyio.create_task_group() as group:
-                group.start_soon(_in_worker, partial(scan.feed, data))
-                handle, reason = await self._write(ctx, key, data, action.timeout)
-        else:
-            handle, reason = await self._write(ctx, key, data, action.timeout)
-            await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
+        handle, reason = await self._write_scanned(
+            ctx, key, data, action.timeout, scan, beside=large and not ctx.in_durable_context
+        )
         if handle is None:
             return None, reason
         summary = SpillSummary(
@@ -825,6 +818,28 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             **self._workspace_file(handle),
         )
         return await self._preview(ctx, action, rendered, summary, pageable, scan.result()), ''
+
+    async def _write_scanned(
+        self,
+        ctx: RunContext[AgentDepsT],
+        key: str,
+        data: bytes,
+        timeout: float,
+        scan: ImportantLinesScan,
+        *,
+        beside: bool,
+    ) -> tuple[str | None, str]:
+        """Write `data` and feed it to `scan`: in a worker thread beside the write when `beside`, else after it.
+
+        The scan releases the GIL (RE2, Hyperscan), so beside the write it costs the step almost nothing.
+        """
+        if beside:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_in_worker, partial(scan.feed, data))
+                return await self._write(ctx, key, data, timeout)
+        written = await self._write(ctx, key, data, timeout)
+        await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
+        return written
 
     async def _spill_layout(
         self,
@@ -858,15 +873,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 except ValueError:  # a custom store's index with unusual chunks: count the lines the slow way
                     data = layout.data()
                     numbers = [data.count(b'\n', 0, line.line_start) + 1 for line in scan.chosen()]
-        elif large:
-            data = layout.data()
-            async with anyio.create_task_group() as group:
-                group.start_soon(_in_worker, partial(scan.feed, data))
-                handle, reason = await self._write(ctx, key, data, action.timeout)
         else:
-            data = layout.data()
-            handle, reason = await self._write(ctx, key, data, action.timeout)
-            await _off_loop(ctx, partial(scan.feed, data), large=len(data) > _OFF_LOOP_BYTES)
+            handle, reason = await self._write_scanned(ctx, key, layout.data(), action.timeout, scan, beside=large)
         if handle is None:
             return None, reason
         summary = SpillSummary(
