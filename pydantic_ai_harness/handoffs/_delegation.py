@@ -33,7 +33,7 @@ from pydantic_ai.run import AgentRunResult
 
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._nesting import SummaryRole, check_max_record_chars, check_summary_role, nest_handoff_history as _nest
-from ._parts import PARENT_STATE_PARTS, rewrap
+from ._parts import PARENT_STATE_PARTS, Part, keep_parts, rewrap
 from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
 
 __all__ = (
@@ -159,14 +159,11 @@ def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
 
 def without_system_prompts(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
     """`messages` without their `SystemPromptPart`s; requests left empty are dropped."""
-    result: list[ModelMessage] = []
-    for message in messages:
-        kept = [part for part in message.parts if not isinstance(part, SystemPromptPart)]
-        if len(kept) == len(message.parts):
-            result.append(message)
-        elif kept:
-            result.append(rewrap(message, kept))
-    return tuple(result)
+    return tuple(keep_parts(messages, lambda _message: _not_system_prompt))
+
+
+def _not_system_prompt(part: Part) -> bool:
+    return not isinstance(part, SystemPromptPart)
 
 
 def prepend_system_prompts(history: list[ModelMessage], parts: Sequence[SystemPromptPart]) -> list[ModelMessage]:
@@ -242,14 +239,11 @@ async def _map_segments_async(
 
 
 def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    result: list[ModelMessage] = []
-    for message in messages:
-        kept = [part for part in message.parts if not isinstance(part, _STRIPPED_STATE)]
-        if len(kept) == len(message.parts):
-            result.append(message)
-        elif kept:
-            result.append(rewrap(message, kept))
-    return result
+    return keep_parts(messages, lambda _message: _not_parent_state)
+
+
+def _not_parent_state(part: Part) -> bool:
+    return not isinstance(part, _STRIPPED_STATE)
 
 
 def _current_run_start(messages: Sequence[ModelMessage], run_id: str | None, end: int) -> int:

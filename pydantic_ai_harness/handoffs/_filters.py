@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pydantic_ai.messages import (
     FilePart,
@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 )
 
 from ._data import HandoffInputData
-from ._parts import TOOL_STATE_PARTS, Part, rewrap, tool_file_ids
+from ._parts import TOOL_STATE_PARTS, Part, keep_parts, tool_file_ids
 
 __all__ = ('is_tool_artefact', 'remove_all_tools', 'strip_tool_parts')
 
@@ -52,15 +52,12 @@ def strip_tool_parts(messages: Iterable[ModelMessage]) -> tuple[ModelMessage, ..
     Messages that lose nothing are returned as they are; the others are rebuilt with their remaining parts and
     every other field unchanged. The input is never mutated.
     """
-    result: list[ModelMessage] = []
-    for message in messages:
+
+    def keeps(message: ModelMessage) -> Callable[[Part], bool]:
         native_ids = tool_file_ids(message)
-        kept = [part for part in message.parts if not is_tool_artefact(part, native_ids)]
-        if len(kept) == len(message.parts):
-            result.append(message)
-        elif kept:
-            result.append(rewrap(message, kept))
-    return tuple(result)
+        return lambda part: not is_tool_artefact(part, native_ids)
+
+    return tuple(keep_parts(messages, keeps))
 
 
 def remove_all_tools(handoff_input_data: HandoffInputData) -> HandoffInputData:

@@ -24,6 +24,7 @@ from ._parts import (
     Part,
     answers_tool_calls,
     items_to_messages,
+    keep_parts,
     part_category,
     part_to_item,
     render_part,
@@ -197,14 +198,11 @@ def _history_messages(
 
 
 def _without_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    result: list[ModelMessage] = []
-    for message in messages:
-        kept = [part for part in message.parts if part_category(part) != 'state']
-        if len(kept) == len(message.parts):
-            result.append(message)
-        elif kept:
-            result.append(rewrap(message, kept))
-    return result
+    return keep_parts(messages, lambda _message: _not_state)
+
+
+def _not_state(part: Part) -> bool:
+    return part_category(part) != 'state'
 
 
 def _ordered_parts(message: ModelMessage) -> list[Part]:

@@ -9,7 +9,7 @@ import base64
 import copy
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, cast
 
 from pydantic_ai.messages import (
@@ -56,6 +56,7 @@ __all__ = (
     'Part',
     'answers_tool_calls',
     'items_to_messages',
+    'keep_parts',
     'part_category',
     'part_to_item',
     'rewrap',
@@ -481,3 +482,22 @@ def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
             request_parts = [_as_content_list(part) for part in request_parts]
         new.parts = request_parts
     return new
+
+
+def keep_parts(
+    messages: Iterable[ModelMessage], keeps: Callable[[ModelMessage], Callable[[Part], bool]]
+) -> list[ModelMessage]:
+    """`messages` with only the parts `keeps(message)` accepts; messages left without parts are dropped.
+
+    A message that loses nothing is kept as it is; the others are rebuilt by `rewrap`. `keeps` is called once per
+    message, so a predicate can depend on the whole message (its native tool file ids, say).
+    """
+    result: list[ModelMessage] = []
+    for message in messages:
+        keep = keeps(message)
+        kept = [part for part in message.parts if keep(part)]
+        if len(kept) == len(message.parts):
+            result.append(message)
+        elif kept:
+            result.append(rewrap(message, kept))
+    return result
