@@ -314,8 +314,6 @@ def build_query_toolset(
 
     read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
     grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
-    # Generous retries: a model that keeps passing a bad argument gets the precise error several times
-    # before the run gives up.
     query_one = build_query_tool_result(partial(_open, store), caps.store_timeout)
 
     async def query_tool_result(handle: str, path: str, max_matches: int = 20) -> str:
@@ -325,6 +323,8 @@ def build_query_toolset(
         return await _within_store_timeout(_resolved_answer(store, handle, [], query), handle, caps.store_timeout)
 
     query_tool_result.__doc__ = QUERY_DOC
+    # Generous retries: a model that keeps passing a bad argument gets the precise error several times
+    # before the run gives up.
     return FunctionToolset([read_tool_result, grep_tool_result, query_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
 
 
