@@ -616,7 +616,7 @@ def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[s
         if len(messages) == 1:
             return ModelResponse(parts=[ToolCallPart('list_orders', {}, tool_call_id=next(call_ids))])
         text = visible_text(messages[-1])
-        handle = re.search(r'handle "([^"]+)"', text) or re.search(r"handle='([^']+)'", text)
+        handle = re.search(r"handle '([^']+)'", text) or re.search(r"handle='([^']+)'", text)
         if 'handle' not in state and handle:
             state['handle'] = handle.group(1)
             if strategy == 'path query':
@@ -698,7 +698,7 @@ def structural_entries(outcomes: dict[str, tuple[_StructuralTrace, bool]]) -> tu
 PARALLEL_QUESTION = 'Search the 24 regional catalogs: what does WIDGET-42 cost?'
 PARALLEL_CALLS = 24
 PARALLEL_FACT = '129.50 EUR'
-_PARALLEL_HANDLE = re.compile(r'handle "([^"]+)"')
+_PARALLEL_HANDLE = re.compile(r"handle '([^']+)'")
 _PARALLEL_ANSWER = re.compile(r'WIDGET-42 costs ([\d.]+ EUR)')
 
 

@@ -45,8 +45,8 @@ from pydantic_ai.usage import RequestUsage
 
 NOT_FOUND = 'NOT FOUND'
 
-# A spill preview names its handle as `handle "..."`; the query tools echo it as `'...'`.
-_PREVIEW_HANDLE = re.compile(r'handle "([^"]+)"')
+# A spill preview names its handle as `handle '...'`; the query tools echo it as `handle='...'`.
+_PREVIEW_HANDLE = re.compile(r"handle '([^']+)'")
 _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
 _GREP_OFFSET = re.compile(r'read around it: offset=(\d+)')
 _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)

@@ -95,7 +95,7 @@ async def test_claude_code_model_reads_a_50_line_window_from_a_line_number_the_p
     assert brain.trace.answers == [payloads.FAILING_LOCATION]
     preview = returns(messages)[0]
     failed_line = int(re.search(r'^(\d+)\| FAILED ', preview, re.MULTILINE)[1])  # pyright: ignore[reportOptionalSubscript]
-    handle = re.search(r'handle "([^"]+)"', preview)[1]  # pyright: ignore[reportOptionalSubscript]
+    handle = re.search(r"handle '([^']+)'", preview)[1]  # pyright: ignore[reportOptionalSubscript]
     assert 'File "tests/api/test_checkout.py"' not in preview  # the answer was not in view: it had to read
     # One read, no grep: the shown line number minus a few lines, 50 lines, the preview's handle verbatim.
     [_, read] = calls(messages)

@@ -17,7 +17,7 @@ def with_content(part: ToolReturnPart, content: str) -> ToolReturnPart:
 
 def _cut_note(shown: int, total: int, handle: str | None) -> str:
     where = (
-        f'the full record is saved under handle "{handle}": read_tool_result(handle="{handle}", offset=0) pages it, '
+        f"the full record is saved under handle '{handle}': read_tool_result(handle) pages it, "
         'grep_tool_result(handle, pattern) searches it'
         if handle is not None
         else 'the rest was not kept (no store to save it in)'

@@ -97,15 +97,15 @@ def readable_here(effective: OverflowingToolOutput | None, source: OverflowingTo
 
 
 def _unreadable_note(handles: Sequence[str]) -> str:
-    quoted = ', '.join(f'"{handle}"' for handle in handles)
+    quoted = ', '.join(f"'{handle}'" for handle in handles)
     return (
         f'\n[Note: the full output saved under {quoted} cannot be read by this agent: it has no read_tool_result or '
         'grep_tool_result over the store it is in. Work from the preview above, or ask the agent that handed over.]'
     )
 
 
-_HANDLE_MENTION = re.compile(r'under handle "([^"]+)"')
-"""How a spill preview, a summary marker and a cut record name their handle."""
+_HANDLE_MENTION = re.compile(r'under handle (?:"([^"]+)"|\'([^\']+)\')')
+"""How a spill preview, a summary marker and a cut record name their handle (earlier releases quoted it in double quotes)."""
 
 _NOTE_START = '\n[Note: the full output saved under '
 
@@ -120,7 +120,11 @@ def _mark_summary(text: str, wrappers: tuple[str, str]) -> str | None:
     changed = False
     for item in items:
         output = item.get('output')
-        if isinstance(output, str) and _NOTE_START not in output and (handles := _HANDLE_MENTION.findall(output)):
+        if (
+            isinstance(output, str)
+            and _NOTE_START not in output
+            and (handles := [a or b for a, b in _HANDLE_MENTION.findall(output)])
+        ):
             item['output'] = output + _unreadable_note(list(dict.fromkeys(handles)))
             changed = True
     return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers) if changed else None

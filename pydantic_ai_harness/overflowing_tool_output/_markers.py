@@ -63,9 +63,13 @@ def spill_header(summary: SpillSummary) -> str:
     layout = ' as JSON, one element per line' if summary.json else ''
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
     return (
-        f'[The output of `{summary.tool_name}` is too large to show in full (~{summary.tokens} tokens). '
-        f'It is saved in full under handle "{summary.handle}"{layout}: {lines}, {summary.nbytes} bytes; below is a preview.\n'
+        f'[`{summary.tool_name}` returned too much to show (~{summary.tokens} tokens). Saved in full under handle '
+        f"'{summary.handle}'{layout}: {lines}, {summary.nbytes} bytes; {PREVIEW_FOLLOWS}.\n"
     )
+
+
+PREVIEW_FOLLOWS = 'a preview follows'
+"""The header's promise of a preview, dropped when the budget leaves room for no line."""
 
 
 def spill_how_to_read(*, one_line: bool = False) -> str:
@@ -75,12 +79,12 @@ def spill_how_to_read(*, one_line: bool = False) -> str:
     """
     if one_line:
         return (
-            'Page back with it: grep_tool_result(handle, pattern) finds each match and its byte offset; '
+            'grep_tool_result(handle, pattern) finds each match and its byte offset; '
             "read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]\n"
         )
     return (
-        'Page back with it: grep_tool_result(handle, pattern) finds lines; '
-        'read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]\n'
+        'grep_tool_result(handle, pattern) finds lines; '
+        'read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]\n'
     )
 
 
@@ -90,8 +94,8 @@ def summary_marker(
     """The label in front of a summary: what it is, of how much output, and where the full output is."""
     how = f' in {chunks} parts' if chunks > 1 else ''
     where = (
-        f'The full original is saved under handle "{handle}": check details with '
-        f'grep_tool_result(handle="{handle}", pattern="...") or read_tool_result(handle="{handle}", from_end=True).'
+        f"The full original is saved under handle '{handle}': grep_tool_result(handle, pattern) checks a detail; "
+        'read_tool_result(handle, from_end=True) reads the end.'
         if handle is not None
         else 'The full original was not kept.'
     )
@@ -101,7 +105,6 @@ def summary_marker(
         uncovered = f' The last {uncovered_chars} characters were too many to summarize and {kept}.'
 
     return (
-        f'[Summary of the output of the tool `{tool_name}` ({chars} characters, {lines} lines), written by a '
-        f'model{how} because the output was too long to keep in the conversation. It may miss details. '
-        f'{where}{uncovered}]\n'
+        f'[Summary, written by a model{how}, of what `{tool_name}` returned ({chars} characters, {lines} lines; '
+        f'too many to keep). It may miss details. {where}{uncovered}]\n'
     )

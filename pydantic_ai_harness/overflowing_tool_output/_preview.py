@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -12,7 +14,7 @@ from typing import Any, Protocol, TypeVar, cast
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from .._gil import hand_over
-from ._markers import spill_header, spill_how_to_read
+from ._markers import PREVIEW_FOLLOWS, spill_header, spill_how_to_read
 from .stores._line_index import LineIndex
 
 __all__ = (
@@ -504,17 +506,37 @@ def _shown(number: int, line: bytes, start: int, whole: bool) -> _Shown:
 _BRACKETS = frozenset({b'[', b']', b'{', b'}', b'],', b'},'})
 """Lines of a JSON layout that hold only a bracket: a preview leaves them out (the shape sketch says as much)."""
 
+_WORD = re.compile(rb'\w+')
+
+HEAD_REPEATS = 3
+"""The first lines of a preview stop before a line of a shape they have shown this many times already."""
+
+TAIL_REPEATS = 2
+"""The last lines of a preview stop before a line of a shape they have shown this many times already."""
+
+
+def line_shape(line: bytes) -> bytes:
+    """A line with every run of letters, digits and underscores replaced by one `w`: rows of one record layout
+    (`SKU-16698: bolt costs 723.21 EUR`, a CSV row, a compact JSON record) share a shape, prose rarely does.
+
+    More rows of a shape already shown tell a model nothing it can use, and a preview is paid for again on every
+    later request: the head and the tail stop at the first row past `HEAD_REPEATS` / `TAIL_REPEATS` of one shape.
+    """
+    return _WORD.sub(b'w', line[:_SHOWN_BYTES])
+
 
 def _head_tail_lines(
     windows: tuple[bytes, bytes, int], total_lines: int, budget: int, shown: set[int], *, json: bool = False
 ) -> tuple[list[_Shown], list[_Shown]]:
-    """As many lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones.
+    """As many lines from the start (about 60% of `budget`) and then the end as fit, except `shown` ones, each
+    stopping where it would repeat a line shape too often (`line_shape`).
 
     `json`: the text is a JSON layout, whose bracket-only lines are left out.
     """
     head_window, tail_window, tail_base = windows
     whole_text = tail_base == 0 and head_window is tail_window
     head: list[_Shown] = []
+    shapes: Counter[bytes] = Counter()
     used = 0
     position = 0
     number = 1
@@ -524,10 +546,14 @@ def _head_tail_lines(
         if end == -1:
             end = len(head_window)
         if number not in shown and not (json and head_window[position:end].strip() in _BRACKETS):
+            shape = line_shape(head_window[position:end])
+            if shapes[shape] >= HEAD_REPEATS:
+                break
             line = _shown(number, head_window[position:end], position, whole)
             cost = len(_render_shown(line))
             if used + cost > budget * 3 // 5:
                 break
+            shapes[shape] += 1
             head.append(line)
             used += cost
         if not whole:
@@ -535,6 +561,7 @@ def _head_tail_lines(
         position = end + 1
         number += 1
     tail: list[_Shown] = []
+    shapes.clear()
     end = len(tail_window) - 1 if tail_window.endswith(b'\n') else len(tail_window)
     number = total_lines
     while number > (head[-1].number if head else 0) and end >= 0:
@@ -542,10 +569,14 @@ def _head_tail_lines(
         if start == 0 and tail_base > 0:
             break  # the line begins before the window: too long to show from the end
         if number not in shown and not (json and tail_window[start:end].strip() in _BRACKETS):
+            shape = line_shape(tail_window[start:end])
+            if shapes[shape] >= TAIL_REPEATS:
+                break
             line = _shown(number, tail_window[start:end], tail_base + start, True)
             cost = len(_render_shown(line))
             if used + cost > budget:
                 break
+            shapes[shape] += 1
             tail.append(line)
             used += cost
         number -= 1
@@ -612,7 +643,10 @@ def text_preview(
         found.remove(max(found, key=lambda line: (line.rank, -line.number)))
     windows = _windows(text, pieces, summary.nbytes)
     head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown, json=summary.json)
-    if head:
+    if head and one_line:
+        # One line has no line numbers worth showing: its start, with the byte offset to read on from.
+        parts.append(f'Start of the one line:\n{head[0].text}')
+    elif head:
         parts.append(
             f'First lines ({head[0].number}-{head[-1].number} of {summary.lines}):\n'
             + ''.join(map(_render_shown, head))
@@ -621,7 +655,7 @@ def text_preview(
         parts.append(f'Last lines ({tail[0].number}-{tail[-1].number}):\n' + ''.join(map(_render_shown, tail)))
     if len(parts) == previewless:
         # `preview_chars` left no room for any line: the header must not promise a preview.
-        parts[0] = parts[0].replace('; below is a preview.', '.')
+        parts[0] = parts[0].replace(f'; {PREVIEW_FOLLOWS}.', '.')
     return ''.join(parts).rstrip('\n')
 
 
@@ -666,15 +700,15 @@ def binary_preview(
     kind = detect_binary_type(data, declared)
     sample = data[:32].hex(' ')
     how = (
-        f'To inspect it: read_tool_result(handle="{handle}", unit="bytes", offset=0, limit=512) shows a hex dump '
-        'of a byte range; grep_tool_result searches it for text.'
+        "read_tool_result(handle, unit='bytes', offset=0, limit=512) shows a hex dump of a byte range; "
+        'grep_tool_result(handle, pattern) searches it for text.'
     )
     if path is not None:
         where = workspace_file_line()[1:-2] + '.'
         how = f'{how} {where}' if query_tools else where
     return (
-        f'[The tool `{tool_name}` returned binary data ({len(data)} bytes, {kind}), '
-        f'which cannot be shown as text. It was saved verbatim under handle "{handle}".\n'
+        f'[`{tool_name}` returned binary data ({len(data)} bytes, {kind}), which cannot be shown as text. '
+        f"Saved verbatim under handle '{handle}'.\n"
         f'{how}]\n'
         f'First bytes: {sample}'
     )

@@ -121,7 +121,7 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if step == 0:
         return ModelResponse(parts=[ToolCallPart('build_log', {}, tool_call_id='call_log')])
     if step == 1:
-        match = re.search(r'under handle "([^"]+)"', returns['build_log'])
+        match = re.search(r"under handle '([^']+)'", returns['build_log'])
         if match is None:  # not spilled (the negative controls): nothing to page back into
             return ModelResponse(parts=[TextPart(returns['build_log'])])
         return ModelResponse(

@@ -61,11 +61,11 @@ async def plain_report(tmp_path: Path, run_id: str) -> dict[str, Any]:
 
 def check_output(output: str) -> None:
     spill, read, summary = output.split('\n---\n')
-    assert spill.startswith('[The output of `build_log` is too large to show in full')
-    assert 'It is saved in full under handle "' in spill
+    assert spill.startswith('[`build_log` returned too much to show')
+    assert "Saved in full under handle '" in spill
     assert LOG_LINE_42 in read  # the model paged back into the spilled log through the store
-    assert summary.startswith('[Summary of the output of the tool `test_report`')
-    assert 'The full original is saved under handle "' in summary
+    assert summary.startswith('[Summary, written by a model, of what `test_report` returned')
+    assert "The full original is saved under handle '" in summary
     assert summary.endswith(SUMMARY_TEXT)
 
 

@@ -107,9 +107,9 @@ async def activity_names(handle: WorkflowHandle[Any, Any]) -> list[str]:
 
 def check_output(output: str) -> None:
     spill, read, summary = output.split('\n---\n')
-    assert spill.startswith('[The output of `build_log` is too large to show in full')
+    assert spill.startswith('[`build_log` returned too much to show')
     assert LOG_LINE_42 in read  # the model paged back into the spilled log (a query tool activity)
-    assert summary.startswith('[Summary of the output of the tool `test_report`')
+    assert summary.startswith('[Summary, written by a model, of what `test_report` returned')
     assert summary.endswith(SUMMARY_TEXT)
 
 

@@ -13,13 +13,15 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.handoffs import HandoffConfig, HandoffInputData, delegate, nest_handoff_history
+from pydantic_ai_harness.handoffs._spills import _mark_summary
+from pydantic_ai_harness.handoffs._transcript import build_summary_text, get_conversation_history_wrappers
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
 
 from ._helpers import assistant, summary_texts, user
 
 pytestmark = pytest.mark.anyio
 
-HANDLE = re.compile(r'handle \\?"([^"\\]+)\\?"')
+HANDLE = re.compile(r"handle '([^'\\]+)'")
 
 
 def big_report() -> str:
@@ -246,7 +248,7 @@ async def test_a_spill_summarized_at_hop_one_is_marked_unreadable_at_hop_two(tmp
     await triage.run('Analyse the report')
     [summary] = summary_texts(reader.seen[0])
     assert summary.count('cannot be read by this agent') == 1
-    assert 'It is saved in full under handle' in summary  # the preview is kept, with the note after it
+    assert 'Saved in full under handle' in summary  # the preview is kept, with the note after it
 
 
 async def test_an_unreadable_note_is_not_repeated_when_handed_on_unfiltered(tmp_path: Path) -> None:
@@ -273,3 +275,14 @@ async def test_an_unreadable_note_is_not_repeated_when_handed_on_unfiltered(tmp_
 
     await triage.run('Analyse the report')
     assert repr(seen[0]).count('cannot be read by this agent') == 1
+
+
+@pytest.mark.parametrize('quoted', ["'run-1/c1/0'", '"run-1/c1/0"'])
+def test_a_handle_named_either_way_is_marked_unreadable(quoted: str) -> None:
+    """Histories from earlier releases name handles in double quotes; they are recognised as today's are."""
+    output = f'[`report` returned too much to show (~3000 tokens). Saved in full under handle {quoted}: 1 line.]'
+    wrappers = get_conversation_history_wrappers()
+    text = build_summary_text([{'type': 'function_call_output', 'call_id': 'c1', 'output': output}], wrappers=wrappers)
+    marked = _mark_summary(text, wrappers)
+    assert marked is not None
+    assert "the full output saved under 'run-1/c1/0' cannot be read by this agent" in marked

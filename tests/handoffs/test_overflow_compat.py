@@ -33,7 +33,7 @@ async def test_spilled_handle_survives_nesting_and_is_readable_by_the_delegate(t
             read_back.append(returns[0].model_response_str())
             return ModelResponse(parts=[TextPart('line 200 checked')])
         [summary] = summary_texts(messages)
-        match = re.search(r'handle \\"([^\\"]+)\\"', summary)
+        match = re.search(r"handle '([^']+)'", summary)
         assert match is not None, summary
         return ModelResponse(
             parts=[ToolCallPart('read_tool_result', {'handle': match.group(1), 'offset': 201, 'limit': 1}, 'c_read')]

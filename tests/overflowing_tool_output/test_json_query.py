@@ -296,7 +296,7 @@ def _last_text(messages: list[ModelMessage]) -> str:
 
 async def test_an_agent_asks_a_structural_question_of_a_spilled_response(tmp_path: Path) -> None:
     seen: list[str] = []
-    handle_pattern = re.compile(r'handle "([^"]+)"')
+    handle_pattern = re.compile(r"handle '([^']+)'")
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:

@@ -75,15 +75,16 @@ async def run_calls(
 async def test_a_list_of_records_is_previewed_as_whole_compact_records(tmp_path: Path) -> None:
     (preview,), store = await run_calls(tmp_path, users(2_000))
     assert preview == snapshot("""\
-[The output of `fetch` is too large to show in full (~34946 tokens). It is saved in full under handle "6rm6wxww11" as JSON, one element per line: 2002 lines, 143786 bytes; below is a preview.
-Page back with it: grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from any line number N shown; from_end=True reads the end.]
+[`fetch` returned too much to show (~34946 tokens). Saved in full under handle '6rm6wxww11' as JSON, one element per line: 2002 lines, 143786 bytes; a preview follows.
+grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 Shape: array[2000] of {id: int, login: str, tags: array[1-2] of str, status: str}
 First lines (2-5 of 2002):
 2|  {"id":0,"login":"user-0","tags":["ops"],"status":"active"},
 3|  {"id":1,"login":"user-1","tags":["admin","ops"],"status":"active"},
 4|  {"id":2,"login":"user-2","tags":["admin","ops"],"status":"active"},
 5|  {"id":3,"login":"user-3","tags":["admin","ops"],"status":"active"},
-Last lines (2000-2001):
+Last lines (1999-2001):
+1999|  {"id":1997,"login":"user-1997","tags":["admin","ops"],"status":"active"},
 2000|  {"id":1998,"login":"user-1998","tags":["admin","ops"],"status":"active"},
 2001|  {"id":1999,"login":"user-1999","tags":["admin","ops"],"status":"active"}\
 """)
@@ -114,7 +115,7 @@ async def test_text_that_is_json_is_stored_and_previewed_like_a_structured_value
         ('query_tool_result', {'handle': HANDLE, 'path': '$.data[1234].status'}),
     )
     assert preview.split('\n')[0] == snapshot(
-        '[The output of `fetch` is too large to show in full (~39329 tokens). It is saved in full under handle "6rm6wxww11" as JSON, one element per line: 2005 lines, 145820 bytes; below is a preview.'
+        "[`fetch` returned too much to show (~39329 tokens). Saved in full under handle '6rm6wxww11' as JSON, one element per line: 2005 lines, 145820 bytes; a preview follows."
     )
     assert (
         'Shape: {data: array[2000] of {id: int, login: str, tags: array[1-2], status: str}, next_cursor: null}'
@@ -154,10 +155,10 @@ async def test_a_one_line_text_gets_guidance_in_bytes_and_a_cut_with_its_offset(
         tmp_path, token, ('read_tool_result', {'handle': HANDLE, 'unit': 'bytes', 'offset': 160, 'limit': 20})
     )
     assert preview == snapshot("""\
-[The output of `fetch` is too large to show in full (~11501 tokens). It is saved in full under handle "6rm6wxww11": 1 line, 46004 bytes; below is a preview.
-Page back with it: grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
-First lines (1-1 of 1):
-1| eyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOi[... line cut: read on with unit='bytes', offset=160]\
+[`fetch` returned too much to show (~11501 tokens). Saved in full under handle '6rm6wxww11': 1 line, 46004 bytes; a preview follows.
+grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
+Start of the one line:
+eyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOi[... line cut: read on with unit='bytes', offset=160]\
 """)
     assert 'eyJhbGciOieyJhbGciOi' in read  # the offset shown reads on where the preview stopped
     assert 'lines' not in preview.split('\n')[1]
@@ -171,8 +172,8 @@ def test_model_facing_json_preview_costs_what_it_says() -> None:
 
     count = cl100k_counter()
     summary = SpillSummary('fetch', HANDLE, 1_000_000, 250_000, 20_000, 1_020_000, json=True)
-    assert count(spill_header(summary) + spill_how_to_read()) == snapshot(153)
-    assert count(spill_header(summary) + spill_how_to_read(one_line=True)) == snapshot(158)
+    assert count(spill_header(summary) + spill_how_to_read()) == snapshot(136)
+    assert count(spill_header(summary) + spill_how_to_read(one_line=True)) == snapshot(144)
 
 
 def test_the_stored_json_of_a_text_parses_back_equal() -> None:

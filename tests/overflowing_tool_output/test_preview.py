@@ -8,6 +8,7 @@ from pydantic_ai_harness.overflowing_tool_output._preview import (
     count_lines,
     detect_binary_type,
     important_lines,
+    line_shape,
     shape_sketch,
     text_preview,
 )
@@ -64,6 +65,50 @@ def test_the_least_important_lines_go_first_when_the_budget_is_short() -> None:
     assert 'FAILED tests/test_cache.py::test_evict' in preview
     assert 'Traceback' not in preview
     assert len(preview) <= 700
+
+
+def _head_and_tail(text: str, budget: int = 2_000) -> tuple[list[int], list[int]]:
+    """The line numbers a preview shows under `First lines` and under `Last lines`."""
+    summary = SpillSummary('run', 'h/1/0', len(text), len(text) // 4, count_lines(text), len(text.encode()))
+    preview = text_preview(summary, text, budget)
+    head, _, tail = preview.partition('Last lines')
+    numbers = [[int(line.split('|')[0]) for line in part.splitlines() if '|' in line] for part in (head, tail)]
+    return numbers[0], numbers[1]
+
+
+def test_rows_of_one_shape_are_shown_three_at_the_head_and_two_at_the_tail() -> None:
+    rows = [
+        f'SKU-{i * 7919 % 100_000:05}: {("bolt", "nut", "spring")[i % 3]} costs {i % 900}.{i % 100:02} EUR'
+        for i in range(900)
+    ]
+    head, tail = _head_and_tail('\n'.join(rows))
+    assert (head, tail) == ([1, 2, 3], [899, 900])
+    assert line_shape(rows[0].encode()) == line_shape(rows[1].encode()) == b'w-w: w w w.w w'
+
+
+def test_lines_of_other_shapes_are_still_shown() -> None:
+    """A header, a banner or a summary line is not a repeat of the rows around it."""
+    rows = [f'u{i:07},user{i}@example.com,{i % 90}.00' for i in range(2_000)]
+    text = '\n'.join(['# export of 2000 users', 'id,email,balance', *rows, '', 'total: 2000 rows'])
+    assert _head_and_tail(text) == ([1, 2, 3, 4, 5], [2001, 2002, 2003, 2004])
+
+
+def test_lines_that_all_differ_fill_the_budget_as_before() -> None:
+    """Prose has no repeated shape: the head and the tail take the whole budget."""
+    words = ['alpha', 'beta gamma', 'delta, epsilon', 'zeta (eta)', 'theta: iota kappa', 'lambda mu nu xi']
+    text = '\n'.join(f'{words[i % 6]} {"-" * (i % 7)} {i}' for i in range(3_000))
+    head, tail = _head_and_tail(text, 1_500)
+    assert len(head) + len(tail) > 15
+    assert head == list(range(1, len(head) + 1))
+
+
+def test_a_hostile_line_costs_its_shown_part_only() -> None:
+    """The shape is taken from the shown part of a line: a 5 MB line is not scanned whole."""
+    text = 'x' * 5_000_000 + '\nend'
+    head, tail = _head_and_tail(text)
+    assert head == [1]
+    assert tail == [2]
+    assert line_shape(b'a' * 5_000_000) == b'w'
 
 
 @pytest.mark.parametrize(

@@ -177,7 +177,7 @@ def shown(messages: list[ModelMessage]) -> str:
 
 
 def handle_in(text: str) -> str:
-    found = re.search(r'handle "([^"]+)"', text)
+    found = re.search(r"handle '([^']+)'", text)
     assert found is not None, text
     return found.group(1)
 

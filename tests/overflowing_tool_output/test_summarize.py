@@ -73,7 +73,7 @@ async def test_summarize_with_the_runs_model_folds_usage(memory_store: MemorySto
     assert handle == 'run-1/call_0/0'
     assert tool_return.content == snapshot(
         """\
-[Summary of the output of the tool `big` (26926 characters, 2001 lines), written by a model because the output was too long to keep in the conversation. It may miss details. The full original is saved under handle "run-1/call_0/0": check details with grep_tool_result(handle="run-1/call_0/0", pattern="...") or read_tool_result(handle="run-1/call_0/0", from_end=True).]
+[Summary, written by a model, of what `big` returned (26926 characters, 2001 lines; too many to keep). It may miss details. The full original is saved under handle 'run-1/call_0/0': grep_tool_result(handle, pattern) checks a detail; read_tool_result(handle, from_end=True) reads the end.]
 The log ran 2,000 steps; it failed with ERROR: disk quota exceeded on /data.\
 """
     )
@@ -174,7 +174,7 @@ async def test_parallel_summaries_leave_the_run_its_next_request() -> None:
     assert result.output == 'done'
     assert result.usage.requests == 3  # the parent's two requests and one summary
     contents = sorted(str(part.content)[:10] for part in result.all_messages()[2].parts)
-    assert contents == ['[Summary o', 'step 0: ok']  # one summary, one truncation
+    assert contents == ['[Summary, ', 'step 0: ok']  # one summary, one truncation
     assert capability._summary_locks == {}  # the lock of the finished run is gone
 
 
@@ -296,4 +296,4 @@ async def test_a_successful_summary_names_the_original_it_stored(memory_store: M
     )
     part = result.all_messages()[2].parts[0]
     assert memory_store.data == {part.metadata['overflow_handle']: LOG.encode()}
-    assert f'saved under handle "{part.metadata["overflow_handle"]}"' in part.content
+    assert f"saved under handle '{part.metadata['overflow_handle']}'" in part.content

@@ -121,7 +121,7 @@ async def test_a_long_uppercase_run_id_spills_losslessly(store: OverflowStore) -
     assert metadata['overflow_action'] == 'spill'
     handle, key = metadata['overflow_handle'], metadata['overflow_key']
     assert len(handle) == 10 and key == f'{LONG_RUN_ID}/call_0/0'  # The model sees the short handle.
-    assert f'saved in full under handle "{handle}"' in str(part.content)
+    assert f"Saved in full under handle '{handle}'" in str(part.content)
     assert await store.read(handle) == report(3).encode()
     if isinstance(store, ListableStore):
         [listed] = [payload.handle for payload in await store.list()]

@@ -59,7 +59,7 @@ def last_return(messages: list[ModelMessage]) -> str:
     return str(tool_returns(messages)[-1].content)
 
 
-HANDLE = re.compile(r'under handle "([^"]+)"')
+HANDLE = re.compile(r"under handle '([^']+)'")
 
 
 def handle_in(preview: str) -> str:
