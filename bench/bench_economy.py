@@ -620,7 +620,7 @@ def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[s
         if 'handle' not in state and handle:
             state['handle'] = handle.group(1)
             if strategy == 'path query':
-                return call('query_tool_result', {'handle': state['handle'], 'path': "$.data[?@.status=='stuck'].id"})
+                return call('read_tool_result', {'handle': state['handle'], 'path': "$.data[?@.status=='stuck'].id"})
             return call(
                 'grep_tool_result',
                 {'handle': state['handle'], 'pattern': '"status":"stuck"', 'max_matches': 100, 'context_lines': 0},

@@ -1,4 +1,4 @@
-"""`query_tool_result` on a 100 MB JSON spill: time and memory against loading the whole document."""
+"""`read_tool_result(handle, path=...)` on a 100 MB JSON spill: time and memory against loading the whole document."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from bench._report import Entry
-from pydantic_ai_harness.overflowing_tool_output._json_query_tool import build_query_tool_result
+from pydantic_ai_harness.overflowing_tool_output._json_query_tool import build_path_query
 from pydantic_ai_harness.overflowing_tool_output._jsonpath import JsonQueryLimits
 from pydantic_ai_harness.overflowing_tool_output._query import open_payload
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
@@ -26,7 +26,7 @@ TITLE = 'Queries by JSON path on a 100 MB structured spill'
 METHOD = """
 A 100 MB JSON API response (about 340,000 nested order records, three of them stuck) stored the way a
 structured spill is stored: JSON with one compact record per line, in a `LocalFileStore` on `/dev/shm`. The question "which orders are
-stuck" is asked with `query_tool_result(handle, "$.data[?@.status=='stuck'].id")` (the tool function itself,
+stuck" is asked with `read_tool_result(handle, path="$.data[?@.status=='stuck'].id")` (the tool function itself,
 with a time budget large enough to finish), against the baseline of reading the stored file and
 `json.loads` of the whole document (which the same question in memory then needs on top). Time: best of
 2 each; peak memory: `tracemalloc` during a separate call of each.
@@ -113,10 +113,10 @@ def run() -> list[Entry]:
         async def opener(raw: str) -> Any:
             return await open_payload(store, raw)
 
-        tool: Callable[..., Awaitable[str]] = build_query_tool_result(opener, 600, JsonQueryLimits(time_budget=600))
+        tool: Callable[..., Awaitable[str]] = build_path_query(opener, 600, JsonQueryLimits(time_budget=600))
 
         def query() -> str:
-            return anyio.run(tool, handle, QUERY)
+            return anyio.run(tool, handle, QUERY, 20)
 
         load_seconds, _ = _best(load_whole)
         query_seconds, answer = _best(query)

@@ -53,7 +53,7 @@ _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
 _HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
 _SHOWN_LINE = re.compile(r'^[> ]*(\d+)\| (.*)$', re.MULTILINE)
 _RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})
-_QUERY_TOOLS = frozenset({'read_tool_result', 'grep_tool_result', 'query_tool_result'})
+_QUERY_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})
 _CALL_ID_ALPHABET = string.ascii_letters + string.digits
 
 

@@ -238,5 +238,5 @@ async def test_the_nearby_answer_bench_finds_it_with_both_models(tmp_path: Path)
 
 async def test_tool_definition_costs_name_every_query_tool() -> None:
     costs = await bench_economy.tool_definition_costs(cl100k_counter())
-    assert set(costs) == {'read_tool_result', 'grep_tool_result', 'query_tool_result'}
+    assert set(costs) == {'read_tool_result', 'grep_tool_result'}
     assert all(50 < tokens < 1_000 for tokens in costs.values())

@@ -1,4 +1,4 @@
-"""`query_tool_result`: the model's JSONPath query over a stored JSON result, and the text it reads back."""
+"""`read_tool_result(handle, path=...)`: a JSONPath query over a stored JSON result, and the answer text."""
 
 from __future__ import annotations
 
@@ -12,30 +12,24 @@ from pydantic_ai import ModelRetry
 from ._jsonpath import JsonQueryError, JsonQueryLimits, JsonQueryResult, NotQueryableError, query_json
 from ._query import Payload
 
-__all__ = ('MAX_QUERY_MATCHES', 'build_query_tool_result')
+__all__ = ('MAX_QUERY_MATCHES', 'build_path_query')
 
 MAX_QUERY_MATCHES = 100
 """Most matches one answer lists (the total is always reported)."""
 
-QUERY_DOC = (
-    """Query stored JSON by JSONPath (e.g. $.data[?@.status=='stuck'].id): the count and matches, with line numbers."""
-)
-
 Opener = Callable[[str], Awaitable['Payload | str']]
 
 
-def build_query_tool_result(
+def build_path_query(
     open_handle: Opener, store_timeout: float, limits: JsonQueryLimits | None = None
 ) -> Callable[..., Awaitable[str]]:
-    """The `query_tool_result` tool function; `open_handle` opens a handle or returns the guidance for a bad one."""
+    """`read_tool_result`'s path query, `(handle, path, max_matches) -> answer`; `open_handle` opens a handle."""
     caps = limits or JsonQueryLimits()
 
-    async def query_tool_result(handle: str, path: str, max_matches: int = 20) -> str:
-        if max_matches < 1:
-            raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
+    async def query_path(handle: str, path: str, max_matches: int) -> str:
         note = ''
         if max_matches > MAX_QUERY_MATCHES:
-            note = f' [max_matches capped at {MAX_QUERY_MATCHES}]'
+            note = f' [limit capped at {MAX_QUERY_MATCHES} matches]'
             max_matches = MAX_QUERY_MATCHES
         payload: Payload | str = f'The stored result {handle!r} could not be opened in time. Try again later.'
         with anyio.move_on_after(store_timeout):
@@ -43,9 +37,7 @@ def build_query_tool_result(
         if isinstance(payload, str):
             return payload
         if payload.index.is_binary:
-            return (
-                f'The stored result {payload.handle!r} is binary, not JSON: use read_tool_result or grep_tool_result.'
-            )
+            return f'The stored result {payload.handle!r} is binary, not JSON: read it without path, or use grep_tool_result.'
         try:
             result = await _run(payload, path, max_matches, caps)
         except NotQueryableError as exc:
@@ -54,8 +46,7 @@ def build_query_tool_result(
             raise ModelRetry(str(exc)) from None
         return _render(payload.handle, path.strip(), result, note)
 
-    query_tool_result.__doc__ = QUERY_DOC
-    return query_tool_result
+    return query_path
 
 
 async def _run(payload: Payload, path: str, max_matches: int, caps: JsonQueryLimits) -> JsonQueryResult:
@@ -91,7 +82,7 @@ def _render(handle: str, path: str, result: JsonQueryResult, note: str) -> str:
     if not result.complete:
         footer.append(f'The query stopped at line {result.reached_line} to answer quickly; narrow the path.')
     if shown < result.total:
-        footer.append('Raise max_matches or narrow the path to see more.')
+        footer.append('Raise limit or narrow the path to see more.')
     first_line = next((match.line for match in result.matches if match.line is not None), None)
     if first_line is not None:
         footer.append(

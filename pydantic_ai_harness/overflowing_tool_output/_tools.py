@@ -19,7 +19,7 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.exceptions import UserError
 
 from ._handles import KnownHandle, known_handles, near_misses, unknown_handle_answer
-from ._json_query_tool import QUERY_DOC, build_query_tool_result
+from ._json_query_tool import build_path_query
 from ._query import (
     GrepResult,
     Hit,
@@ -46,7 +46,7 @@ __all__ = ('QUERY_TOOLSET_ID', 'QUERY_TOOL_NAMES', 'QueryLimits', 'build_query_t
 QUERY_TOOLSET_ID = 'overflowing_tool_output_query'
 """The id of the query toolset (durable execution engines need one)."""
 
-QUERY_TOOL_NAMES = frozenset({'read_tool_result', 'grep_tool_result', 'query_tool_result'})
+QUERY_TOOL_NAMES = frozenset({'read_tool_result', 'grep_tool_result'})
 """The names of the query tools, which the capability exempts from reduction."""
 
 _HEX_ROW_CHARS = 80
@@ -90,12 +90,16 @@ class QueryLimits:
     """Seconds one tool call may wait on the store in all; past it the model is told to try again later."""
 
 
-_READ_DOC = """Read a stored tool output by handle. Lines are numbered from 1; offset is the first line shown
-(from_end: back from the end; unit='bytes': first byte); limit: at most {max_lines} lines or {max_bytes}
-bytes; pattern keeps lines containing it."""
+_READ_DOC = (
+    "Read a stored tool output. offset: first line shown, from 1 (from_end: counted back; unit='bytes': first byte); "
+    "pattern keeps lines containing it; path queries JSON ($.data[?@.status=='stuck'].id)."
+)
+"""The clamps (`QueryLimits`) are left out: an answer that was clamped says so, which costs nothing until then."""
 
-_GREP_DOC = """Search a stored tool output: matching lines with context, and their total. Literal unless is_regex
-(RE2: '(?i)error|fail'); offset: first line to search."""
+_GREP_DOC = (
+    'Find lines in a stored tool output, with context and their total. '
+    "Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched."
+)
 
 
 def _show(text: str, limit: int = 120) -> str:
@@ -286,6 +290,8 @@ def build_query_toolset(
         return _routed_toolset(route, caps)
 
     # Without a run context the tools know no conversation: an unknown handle is resolved against the store only.
+    query_one = build_path_query(partial(_open, store), caps.store_timeout)
+
     async def read_tool_result(
         handle: str,
         offset: int = 0,
@@ -293,8 +299,13 @@ def build_query_toolset(
         from_end: bool = False,
         pattern: str = '',
         unit: Literal['lines', 'bytes'] = 'lines',
+        path: str = '',
     ) -> str:
+        matches = _path_matches(path, offset, limit, from_end, pattern, unit)
+
         def read(meant: str) -> Awaitable[str]:
+            if matches:
+                return query_one(meant, path, matches)
             return _read_tool_result(store, caps, meant, offset, limit, from_end, pattern, unit)
 
         return await _within_store_timeout(_resolved_answer(store, handle, [], read), handle, caps.store_timeout)
@@ -312,20 +323,42 @@ def build_query_toolset(
 
         return await _within_store_timeout(_resolved_answer(store, handle, [], grep), handle, caps.store_timeout)
 
-    read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
-    grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
-    query_one = build_query_tool_result(partial(_open, store), caps.store_timeout)
-
-    async def query_tool_result(handle: str, path: str, max_matches: int = 20) -> str:
-        def query(meant: str) -> Awaitable[str]:
-            return query_one(meant, path, max_matches)
-
-        return await _within_store_timeout(_resolved_answer(store, handle, [], query), handle, caps.store_timeout)
-
-    query_tool_result.__doc__ = QUERY_DOC
+    read_tool_result.__doc__ = _READ_DOC
+    grep_tool_result.__doc__ = _GREP_DOC
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
-    return FunctionToolset([read_tool_result, grep_tool_result, query_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+
+
+_DEFAULT_PATH_MATCHES = 20
+"""Matches a path query lists when `limit` is left at its default (the line default would flood the answer)."""
+
+
+def _path_matches(path: str, offset: int, limit: int, from_end: bool, pattern: str, unit: str) -> int:
+    """How many matches a `path` query lists; 0 when there is no path (a plain read).
+
+    Raises `ModelRetry` for arguments that only apply to reading lines or bytes.
+    """
+    if not path.strip():
+        return 0
+    ignored = [
+        name
+        for name, given in (
+            ('offset', offset not in (0, 1)),
+            ('from_end', from_end),
+            ('pattern', pattern != ''),
+            ('unit', unit != 'lines'),
+        )
+        if given
+    ]
+    if ignored:
+        raise ModelRetry(
+            f'path selects JSON values, so {", ".join(ignored)} cannot be combined with it: pass path (and limit, '
+            'the most matches to list) alone.'
+        )
+    if limit < 1:
+        raise ModelRetry(f'limit must be 1 or more, got {limit}.')
+    return _DEFAULT_PATH_MATCHES if limit == _DEFAULT_LIMIT else limit
 
 
 def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps: QueryLimits) -> FunctionToolset[Any]:
@@ -339,10 +372,15 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         from_end: bool = False,
         pattern: str = '',
         unit: Literal['lines', 'bytes'] = 'lines',
+        path: str = '',
     ) -> str:
+        matches = _path_matches(path, offset, limit, from_end, pattern, unit)
         store = route(ctx, _clean_handle(handle))
 
         def read(meant: str) -> Awaitable[str]:
+            if matches:
+                query = build_path_query(partial(_open, route(ctx, meant)), caps.store_timeout)
+                return query(meant, path, matches)
             return _read_tool_result(route(ctx, meant), caps, meant, offset, limit, from_end, pattern, unit)
 
         answer = _resolved_answer(store, handle, _conversation_handles(ctx), read)
@@ -366,22 +404,9 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         answer = _resolved_answer(store, handle, _conversation_handles(ctx), grep)
         return await _within_store_timeout(answer, handle, caps.store_timeout)
 
-    async def query_tool_result(ctx: RunContext[Any], handle: str, path: str, max_matches: int = 20) -> str:
-        store = route(ctx, _clean_handle(handle))
-
-        def query(meant: str) -> Awaitable[str]:
-            return build_query_tool_result(partial(_open, route(ctx, meant)), caps.store_timeout)(
-                meant, path, max_matches
-            )
-
-        answer = _resolved_answer(store, handle, _conversation_handles(ctx), query)
-        return await _within_store_timeout(answer, handle, caps.store_timeout)
-
-    read_tool_result.__doc__ = _READ_DOC.format(max_lines=caps.max_lines, max_bytes=caps.max_bytes)
-    grep_tool_result.__doc__ = _GREP_DOC.format(max_context_lines=caps.max_context_lines, max_matches=caps.max_matches)
-    query_tool_result.__doc__ = QUERY_DOC
-    tools = [read_tool_result, grep_tool_result, query_tool_result]
-    return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5)
+    read_tool_result.__doc__ = _READ_DOC
+    grep_tool_result.__doc__ = _GREP_DOC
+    return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
 
 
 async def _read_tool_result(

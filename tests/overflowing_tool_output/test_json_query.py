@@ -1,4 +1,4 @@
-"""`query_tool_result`: JSONPath over a stored JSON spill, streamed, bounded, and located by line."""
+"""`read_tool_result(handle, path=...)`: JSONPath over a stored JSON spill, streamed, bounded, and located by line."""
 
 from __future__ import annotations
 
@@ -307,7 +307,7 @@ async def test_an_agent_asks_a_structural_question_of_a_spilled_response(tmp_pat
             handle = handle_pattern.search(text)
             assert handle is not None
             path = "$.data[?@.status=='stuck'].id"
-            return ModelResponse(parts=[ToolCallPart('query_tool_result', {'handle': handle.group(1), 'path': path})])
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle.group(1), 'path': path})])
         return ModelResponse(parts=[TextPart('done')])
 
     agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
@@ -338,9 +338,7 @@ async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
-            return ModelResponse(
-                parts=[ToolCallPart('query_tool_result', {'handle': handle, 'path': '$.data[300].id'})]
-            )
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle, 'path': '$.data[300].id'})])
         text = _last_text(messages)
         answers.append(text)
         if len(answers) == 1:
@@ -360,9 +358,12 @@ async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
     [
         ({'path': '$..a..b..c'}, "path has 3 '..' segments"),
         ({'path': 'data'}, 'is not valid JSONPath'),
-        ({'path': '$.total', 'max_matches': 0}, 'max_matches must be 1 or more, got 0.'),
+        ({'path': '$.total', 'limit': 0}, 'limit must be 1 or more, got 0.'),
         ({'path': '$.total', 'handle': 'nope'}, "No stored result found under handle 'nope'"),
-        ({'path': '$.total', 'max_matches': 10**6}, '[max_matches capped at 100]'),
+        ({'path': '$.total', 'limit': 10**6}, '[limit capped at 100 matches]'),
+        ({'path': '$.total', 'offset': 40, 'from_end': True}, 'so offset, from_end cannot be combined with it'),
+        ({'path': '$.total', 'unit': 'bytes', 'pattern': 'x'}, 'so pattern, unit cannot be combined with it'),
+        ({'path': '   ', 'limit': 3}, '1| {'),  # a blank path is a plain read
     ],
 )
 async def test_hostile_arguments_get_guidance_not_a_crash(tmp_path: Path, args: dict[str, Any], expected: str) -> None:
@@ -374,7 +375,7 @@ async def test_hostile_arguments_get_guidance_not_a_crash(tmp_path: Path, args: 
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart('query_tool_result', {'handle': handle, **args})])
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle, **args})])
         answers.append(_last_text(messages))
         return ModelResponse(parts=[TextPart('done')])
 
@@ -395,8 +396,8 @@ async def test_binary_and_text_payloads_are_explained(tmp_path: Path) -> None:
         if len(messages) == 1:
             return ModelResponse(
                 parts=[
-                    ToolCallPart('query_tool_result', {'handle': binary, 'path': '$'}, tool_call_id='a'),
-                    ToolCallPart('query_tool_result', {'handle': text, 'path': '$'}, tool_call_id='b'),
+                    ToolCallPart('read_tool_result', {'handle': binary, 'path': '$'}, tool_call_id='a'),
+                    ToolCallPart('read_tool_result', {'handle': text, 'path': '$'}, tool_call_id='b'),
                 ]
             )
         answers.extend(str(part.content) for part in messages[-1].parts if isinstance(part, ToolReturnPart))
@@ -405,6 +406,6 @@ async def test_binary_and_text_payloads_are_explained(tmp_path: Path) -> None:
     agent = Agent(FunctionModel(model), toolsets=[build_query_toolset(store)])
     await agent.run('go')
     assert answers == [
-        f'The stored result {binary!r} is binary, not JSON: use read_tool_result or grep_tool_result.',
+        f'The stored result {binary!r} is binary, not JSON: read it without path, or use grep_tool_result.',
         f'Stored result {text!r}: It is not valid JSON, so it cannot be queried by path; use grep_tool_result.',
     ]

@@ -98,7 +98,7 @@ async def test_a_grep_hit_is_a_whole_record_and_the_query_tool_finds_its_line(tm
         tmp_path,
         users(2_000),
         ('grep_tool_result', {'handle': HANDLE, 'pattern': 'suspended', 'context_lines': 0}),
-        ('query_tool_result', {'handle': HANDLE, 'path': "$[?@.status=='suspended'].login"}),
+        ('read_tool_result', {'handle': HANDLE, 'path': "$[?@.status=='suspended'].login"}),
     )
     _, grep, query = answers
     assert '>1236|  {"id":1234,"login":"user-1234","tags":["admin","ops"],"status":"suspended"},' in grep
@@ -112,7 +112,7 @@ async def test_text_that_is_json_is_stored_and_previewed_like_a_structured_value
         tmp_path,
         text,
         ('read_tool_result', {'handle': HANDLE, 'offset': 1237, 'limit': 1}),
-        ('query_tool_result', {'handle': HANDLE, 'path': '$.data[1234].status'}),
+        ('read_tool_result', {'handle': HANDLE, 'path': '$.data[1234].status'}),
     )
     assert preview.split('\n')[0] == snapshot(
         "[`fetch` returned too much to show (~39329 tokens). Saved in full under handle '6rm6wxww11' as JSON, one element per line: 2005 lines, 145820 bytes; a preview follows."

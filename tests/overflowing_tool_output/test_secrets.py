@@ -276,7 +276,7 @@ async def test_a_structured_return_is_masked_and_queried_masked(tmp_path: Path) 
         answers.append(text)
         if len(answers) == 1:
             handle = handle_in(text)
-            return ModelResponse(parts=[ToolCallPart('query_tool_result', {'handle': handle, 'path': '$[700]'})])
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle, 'path': '$[700]'})])
         return ModelResponse(parts=[TextPart('done')])
 
     agent = Agent(

@@ -327,20 +327,13 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
     assert set(seen) == QUERY_TOOL_NAMES
     read, grep = seen['read_tool_result'], seen['grep_tool_result']
     assert read.description == snapshot(
-        """\
-Read a stored tool output by handle. Lines are numbered from 1; offset is the first line shown
-(from_end: back from the end; unit='bytes': first byte); limit: at most 1000 lines or 16000
-bytes; pattern keeps lines containing it.\
-"""
+        "Read a stored tool output. offset: first line shown, from 1 (from_end: counted back; unit='bytes': first byte); pattern keeps lines containing it; path queries JSON ($.data[?@.status=='stuck'].id)."
     )
     assert grep.description == snapshot(
-        """\
-Search a stored tool output: matching lines with context, and their total. Literal unless is_regex
-(RE2: '(?i)error|fail'); offset: first line to search.\
-"""
+        "Find lines in a stored tool output, with context and their total. Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched."
     )
     read_params = read.parameters_json_schema['properties']
-    assert set(read_params) == {'handle', 'offset', 'limit', 'from_end', 'pattern', 'unit'}
+    assert set(read_params) == {'handle', 'offset', 'limit', 'from_end', 'pattern', 'unit', 'path'}
     assert read_params['unit']['enum'] == ['lines', 'bytes']
     grep_params = grep.parameters_json_schema['properties']
     assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex', 'offset'}
