@@ -584,6 +584,12 @@ def _head_tail_lines(
     return head, tail[::-1]
 
 
+def _label(which: str, lines: list[_Shown]) -> str:
+    """`First lines (2-4)`, or `First line (2)` for one."""
+    first, last = lines[0].number, lines[-1].number
+    return f'{which} line ({first})' if first == last else f'{which} lines ({first}-{last})'
+
+
 def count_lines(text: str) -> int:
     """Lines as an editor counts them: a trailing newline does not start a new line."""
     if not text:
@@ -647,12 +653,9 @@ def text_preview(
         # One line has no line numbers worth showing: its start, with the byte offset to read on from.
         parts.append(f'Start of the one line:\n{head[0].text}')
     elif head:
-        parts.append(
-            f'First lines ({head[0].number}-{head[-1].number} of {summary.lines}):\n'
-            + ''.join(map(_render_shown, head))
-        )
+        parts.append(f'{_label("First", head)[:-1]} of {summary.lines}):\n' + ''.join(map(_render_shown, head)))
     if tail:
-        parts.append(f'Last lines ({tail[0].number}-{tail[-1].number}):\n' + ''.join(map(_render_shown, tail)))
+        parts.append(f'{_label("Last", tail)}:\n' + ''.join(map(_render_shown, tail)))
     if len(parts) == previewless:
         # `preview_chars` left no room for any line: the header must not promise a preview.
         parts[0] = parts[0].replace(f'; {PREVIEW_FOLLOWS}.', '.')

@@ -71,7 +71,7 @@ def _head_and_tail(text: str, budget: int = 2_000) -> tuple[list[int], list[int]
     """The line numbers a preview shows under `First lines` and under `Last lines`."""
     summary = SpillSummary('run', 'h/1/0', len(text), len(text) // 4, count_lines(text), len(text.encode()))
     preview = text_preview(summary, text, budget)
-    head, _, tail = preview.partition('Last lines')
+    head, _, tail = preview.partition('Last line')
     numbers = [[int(line.split('|')[0]) for line in part.splitlines() if '|' in line] for part in (head, tail)]
     return numbers[0], numbers[1]
 
@@ -109,6 +109,14 @@ def test_a_hostile_line_costs_its_shown_part_only() -> None:
     assert head == [1]
     assert tail == [2]
     assert line_shape(b'a' * 5_000_000) == b'w'
+
+
+def test_a_single_line_is_labelled_as_one() -> None:
+    text = 'x' * 5_000_000 + '\nend'
+    summary = SpillSummary('run', 'h/1/0', len(text), len(text) // 4, 2, len(text))
+    preview = text_preview(summary, text, 2_000)
+    assert 'First line (1 of 2):\n1| xxx' in preview
+    assert preview.endswith('Last line (2):\n2| end')
 
 
 @pytest.mark.parametrize(
