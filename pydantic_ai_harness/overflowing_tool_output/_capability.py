@@ -1317,6 +1317,7 @@ async def _report(
         chars_before=reduced.size_before,
         chars_after=_visible_chars(reduced.value),
         handle=reduced.handle,
+        key=reduced.key if reduced.handle is not None else None,
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
     )

@@ -46,7 +46,11 @@ class OverflowReduced(CapabilityEvent, namespace='overflowing_tool_output'):
     """Characters of what the model sees instead."""
 
     handle: str | None = None
-    """Where the full output was stored, when it was."""
+    """Where the full output was stored, when it was: the handle the model was shown."""
+
+    key: str | None = None
+    """The key the output was written under (`<run id>/<tool call id>/<retry>`), when it was stored: for the built-in
+    stores the full form of the short `handle`, as `ListableStore.list` and the CLI's listing show it."""
 
 
 @dataclass(kw_only=True)
@@ -162,6 +166,8 @@ def record_on_span(event: OverflowReduced) -> None:
     }
     if event.handle is not None:
         attributes[f'{prefix}.handle'] = event.handle
+    if event.key is not None:
+        attributes[f'{prefix}.key'] = event.key
     span.set_attributes(attributes)
 
 
@@ -184,5 +190,6 @@ def log_reduction(tool_name: str, event: OverflowReduced) -> None:
             'overflow_chars_before': event.chars_before,
             'overflow_chars_after': event.chars_after,
             'overflow_handle': event.handle,
+            'overflow_key': event.key,
         },
     )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_harness.overflowing_tool_output import (
     Band,
+    LocalFileStore,
     OverflowingToolOutput,
     OverflowingToolOutputWarning,
     OverflowReduced,
@@ -136,3 +138,20 @@ async def test_span_attributes_when_instrumented(memory_store: MemoryStore) -> N
     assert attributes['pydantic_ai_harness.overflow.action'] == 'spill'
     assert attributes['pydantic_ai_harness.overflow.chars_before'] == 20_000
     assert attributes['pydantic_ai_harness.overflow.fallback_path'] == ('Spill',)
+
+
+async def test_the_event_names_the_short_handle_and_the_key_behind_it(tmp_path: Path) -> None:
+    """A built-in store shows the model a short handle; the event also carries the full key the store lists."""
+    store = LocalFileStore(base_dir=tmp_path)
+    events = await _events(_agent(OverflowingToolOutput(store=store), 'q' * 20_000))
+    [reduced] = [e for e in events if isinstance(e, OverflowReduced)]
+    assert reduced.handle is not None and len(reduced.handle) == 10
+    assert reduced.key is not None and reduced.key.endswith('/0') and reduced.key.count('/') == 2
+    assert await store.read(reduced.handle) == await store.read(reduced.key) == b'q' * 20_000
+    assert [stored.handle for stored in await store.list('')] == [reduced.key]
+
+
+async def test_a_store_returning_its_key_as_handle_reports_both_the_same(memory_store: MemoryStore) -> None:
+    events = await _events(_agent(OverflowingToolOutput(store=memory_store), 'q' * 20_000), run_id='own')
+    [reduced] = [e for e in events if isinstance(e, OverflowReduced)]
+    assert (reduced.handle, reduced.key) == ('own/call_0/0', 'own/call_0/0')
