@@ -1339,8 +1339,8 @@ def _warn(message: str) -> None:
 def _notes(prefix: str, reduced: _Reduced) -> dict[str, Any]:
     """The metadata keys for one reduced part: `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`.
 
-    With a handle, also `_key`: the store key it was written under (`<run id>/<tool call id>/<retry>`), the full form
-    of the short handle the built-in stores return.
+    With a handle, also `_key`: the key it was written under (`<run id>/<tool call id>/<retry>`), for which the
+    built-in stores return a short handle.
     """
     notes: dict[str, Any] = {
         f'{prefix}_action': reduced.action,

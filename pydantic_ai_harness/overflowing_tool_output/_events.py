@@ -49,8 +49,9 @@ class OverflowReduced(CapabilityEvent, namespace='overflowing_tool_output'):
     """Where the full output was stored, when it was: the handle the model was shown."""
 
     key: str | None = None
-    """The key the output was written under (`<run id>/<tool call id>/<retry>`), when it was stored: for the built-in
-    stores the full form of the short `handle`, as `ListableStore.list` and the CLI's listing show it."""
+    """The key the output was written under, `<run id>/<tool call id>/<retry>`, when it was stored. A listing
+    (`ListableStore.list`, the CLI) shows it as the store files it: characters unsafe in a key escaped, and a key
+    written twice (a reused tool call id) suffixed; `ResolvableStore.resolve(handle)` gives that exact form."""
 
 
 @dataclass(kw_only=True)

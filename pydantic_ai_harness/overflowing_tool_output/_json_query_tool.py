@@ -27,10 +27,7 @@ def build_path_query(
     caps = limits or JsonQueryLimits()
 
     async def query_path(handle: str, path: str, max_matches: int) -> str:
-        note = ''
-        if max_matches > MAX_QUERY_MATCHES:
-            note = f' [limit capped at {MAX_QUERY_MATCHES} matches]'
-            max_matches = MAX_QUERY_MATCHES
+        max_matches = min(max_matches, MAX_QUERY_MATCHES)
         payload: Payload | str = f'The stored result {handle!r} could not be opened in time. Try again later.'
         with anyio.move_on_after(store_timeout):
             payload = await open_handle(handle)
@@ -44,7 +41,7 @@ def build_path_query(
             return f'Stored result {payload.handle!r}: {exc}'
         except JsonQueryError as exc:
             raise ModelRetry(str(exc)) from None
-        return _render(payload.handle, path.strip(), result, note)
+        return _render(payload.handle, path.strip(), result)
 
     return query_path
 
@@ -64,17 +61,17 @@ async def _run(payload: Payload, path: str, max_matches: int, caps: JsonQueryLim
     return await anyio.to_thread.run_sync(work)
 
 
-def _render(handle: str, path: str, result: JsonQueryResult, note: str) -> str:
+def _render(handle: str, path: str, result: JsonQueryResult) -> str:
     shown = len(result.matches)
     at_least = '' if result.complete else 'at least '
     noun = 'match' if result.total == 1 else 'matches'
     if not result.total:
-        text = f'No match for {path!r} in {handle!r}.{note}'
+        text = f'No match for {path!r} in {handle!r}.'
         if not result.complete:
             text += f' The query stopped at line {result.reached_line} to answer quickly; narrow the path.'
         return text
     scope = f'all {shown}' if shown == result.total and result.complete else f'the first {shown}'
-    lines = [f'{at_least}{result.total} {noun} for {path!r} in {handle!r}; {scope}:{note}']
+    lines = [f'{at_least}{result.total} {noun} for {path!r} in {handle!r}; {scope}:']
     for match in result.matches:
         where = f'line {match.line}: ' if match.line is not None else ''
         lines.append(f'{where}{match.path} = {match.value}')
@@ -82,7 +79,8 @@ def _render(handle: str, path: str, result: JsonQueryResult, note: str) -> str:
     if not result.complete:
         footer.append(f'The query stopped at line {result.reached_line} to answer quickly; narrow the path.')
     if shown < result.total:
-        footer.append('Raise limit or narrow the path to see more.')
+        more = f'Pass limit={MAX_QUERY_MATCHES} (the most) or narrow' if shown < MAX_QUERY_MATCHES else 'Narrow'
+        footer.append(f'{more} the path to see more.')
     first_line = next((match.line for match in result.matches if match.line is not None), None)
     if first_line is not None:
         footer.append(

@@ -506,7 +506,11 @@ def _shown(number: int, line: bytes, start: int, whole: bool) -> _Shown:
 _BRACKETS = frozenset({b'[', b']', b'{', b'}', b'],', b'},'})
 """Lines of a JSON layout that hold only a bracket: a preview leaves them out (the shape sketch says as much)."""
 
-_WORD = re.compile(rb'\w+')
+_WORD = re.compile(rb'[\w\x80-\xff]+')
+"""A word of a line shape: letters, digits, underscores, and any non-ASCII UTF-8 (so `é` does not split a word)."""
+
+_JSON_MEMBER = re.compile(rb'\s*"(?:[^"\\]|\\.)*"\s*:')
+"""An object member on its own line of a JSON layout (`"next_cursor":null,`): each says something of its own."""
 
 HEAD_REPEATS = 3
 """The first lines of a preview stop before a line of a shape they have shown this many times already."""
@@ -515,14 +519,19 @@ TAIL_REPEATS = 2
 """The last lines of a preview stop before a line of a shape they have shown this many times already."""
 
 
-def line_shape(line: bytes) -> bytes:
-    """A line with every run of letters, digits and underscores replaced by one `w`: rows of one record layout
-    (`SKU-16698: bolt costs 723.21 EUR`, a CSV row, a compact JSON record) share a shape, prose rarely does.
+def line_shape(line: bytes, *, json: bool = False) -> bytes | None:
+    """A line with every word (`_WORD`) replaced by one `w`: rows of one record layout (`SKU-16698: bolt costs
+    723.21 EUR`, a CSV row, a compact JSON record) share a shape, prose rarely does. `None` for a line that is no
+    row: a blank one, or a member of an object in a JSON layout (`json`).
 
     More rows of a shape already shown tell a model nothing it can use, and a preview is paid for again on every
     later request: the head and the tail stop at the first row past `HEAD_REPEATS` / `TAIL_REPEATS` of one shape.
+    A trailing comma is left out, so the last element of an array has the shape of the others.
     """
-    return _WORD.sub(b'w', line[:_SHOWN_BYTES])
+    line = line[:_SHOWN_BYTES].rstrip().removesuffix(b',')
+    if not line or (json and _JSON_MEMBER.match(line)):
+        return None
+    return _WORD.sub(b'w', line)
 
 
 def _head_tail_lines(
@@ -546,14 +555,15 @@ def _head_tail_lines(
         if end == -1:
             end = len(head_window)
         if number not in shown and not (json and head_window[position:end].strip() in _BRACKETS):
-            shape = line_shape(head_window[position:end])
-            if shapes[shape] >= HEAD_REPEATS:
+            shape = line_shape(head_window[position:end], json=json)
+            if shape is not None and shapes[shape] >= HEAD_REPEATS:
                 break
             line = _shown(number, head_window[position:end], position, whole)
             cost = len(_render_shown(line))
             if used + cost > budget * 3 // 5:
                 break
-            shapes[shape] += 1
+            if shape is not None:
+                shapes[shape] += 1
             head.append(line)
             used += cost
         if not whole:
@@ -569,14 +579,15 @@ def _head_tail_lines(
         if start == 0 and tail_base > 0:
             break  # the line begins before the window: too long to show from the end
         if number not in shown and not (json and tail_window[start:end].strip() in _BRACKETS):
-            shape = line_shape(tail_window[start:end])
-            if shapes[shape] >= TAIL_REPEATS:
+            shape = line_shape(tail_window[start:end], json=json)
+            if shape is not None and shapes[shape] >= TAIL_REPEATS:
                 break
             line = _shown(number, tail_window[start:end], tail_base + start, True)
             cost = len(_render_shown(line))
             if used + cost > budget:
                 break
-            shapes[shape] += 1
+            if shape is not None:
+                shapes[shape] += 1
             tail.append(line)
             used += cost
         number -= 1

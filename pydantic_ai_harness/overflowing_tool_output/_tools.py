@@ -191,6 +191,16 @@ async def _resolved_answer(
     return resolution.note + await answer(resolution.handle)
 
 
+async def _guarded(answer: Awaitable[str], handle: str) -> str:
+    """`answer`, or the storage-error guidance when the store fails underneath it (a retry prompt passes through)."""
+    try:
+        return await answer
+    except ModelRetry:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+        return _storage_error(handle, exc)
+
+
 def _storage_error(handle: str, exc: BaseException) -> str:
     # The exception type only: a message could contain paths or other details the model must not see.
     return (
@@ -305,7 +315,7 @@ def build_query_toolset(
 
         def read(meant: str) -> Awaitable[str]:
             if matches:
-                return query_one(meant, path, matches)
+                return _guarded(query_one(meant, path, matches), meant)
             return _read_tool_result(store, caps, meant, offset, limit, from_end, pattern, unit)
 
         return await _within_store_timeout(_resolved_answer(store, handle, [], read), handle, caps.store_timeout)
@@ -341,6 +351,8 @@ def _path_matches(path: str, offset: int, limit: int, from_end: bool, pattern: s
     """
     if not path.strip():
         return 0
+    if offset < 0:
+        raise ModelRetry(f'offset must be 0 or more, got {offset}; with path, leave it out.')
     ignored = [
         name
         for name, given in (
@@ -380,7 +392,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
         def read(meant: str) -> Awaitable[str]:
             if matches:
                 query = build_path_query(partial(_open, route(ctx, meant)), caps.store_timeout)
-                return query(meant, path, matches)
+                return _guarded(query(meant, path, matches), meant)
             return _read_tool_result(route(ctx, meant), caps, meant, offset, limit, from_end, pattern, unit)
 
         answer = _resolved_answer(store, handle, _conversation_handles(ctx), read)

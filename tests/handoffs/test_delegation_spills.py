@@ -286,3 +286,18 @@ def test_a_handle_named_either_way_is_marked_unreadable(quoted: str) -> None:
     marked = _mark_summary(text, wrappers)
     assert marked is not None
     assert "the full output saved under 'run-1/c1/0' cannot be read by this agent" in marked
+
+
+@pytest.mark.parametrize(
+    'output',
+    [
+        "No stored result found under handle 'zzzzzzzzzz'. Stored results of this conversation, newest first: (none)",
+        "artifact stored under handle 'build-42'",
+        "It's under handle 'a' somewhere,\nsays the apostrophe's owner",
+    ],
+)
+def test_text_that_only_mentions_a_handle_is_not_marked(output: str) -> None:
+    """Only the capability's own spill, summary and cut texts name a stored output; other text may say 'handle'."""
+    wrappers = get_conversation_history_wrappers()
+    text = build_summary_text([{'type': 'function_call_output', 'call_id': 'c1', 'output': output}], wrappers=wrappers)
+    assert _mark_summary(text, wrappers) is None

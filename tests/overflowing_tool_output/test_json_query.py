@@ -360,7 +360,8 @@ async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
         ({'path': 'data'}, 'is not valid JSONPath'),
         ({'path': '$.total', 'limit': 0}, 'limit must be 1 or more, got 0.'),
         ({'path': '$.total', 'handle': 'nope'}, "No stored result found under handle 'nope'"),
-        ({'path': '$.total', 'limit': 10**6}, '[limit capped at 100 matches]'),
+        ({'path': '$.total', 'limit': 10**6}, "1 match for '$.total'"),  # capped at 100: quietly, all are listed
+        ({'path': '$.total', 'offset': -1}, 'offset must be 0 or more, got -1; with path, leave it out.'),
         ({'path': '$.total', 'offset': 40, 'from_end': True}, 'so offset, from_end cannot be combined with it'),
         ({'path': '$.total', 'unit': 'bytes', 'pattern': 'x'}, 'so pattern, unit cannot be combined with it'),
         ({'path': '   ', 'limit': 3}, '1| {'),  # a blank path is a plain read
@@ -409,3 +410,48 @@ async def test_binary_and_text_payloads_are_explained(tmp_path: Path) -> None:
         f'The stored result {binary!r} is binary, not JSON: read it without path, or use grep_tool_result.',
         f'Stored result {text!r}: It is not valid JSON, so it cannot be queried by path; use grep_tool_result.',
     ]
+
+
+class _FailingRangeStore(LocalFileStore):
+    """Writes and opens, then fails on every range read: a disk that went away under a spill."""
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        raise OSError(5, 'I/O error at /secret/mount')
+
+
+async def test_a_store_failing_under_a_path_query_is_guidance_not_a_crash(tmp_path: Path) -> None:
+    store = _FailingRangeStore(base_dir=tmp_path)
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('list_orders', {})])
+        if len(messages) == 3:
+            handle = re.search(r"handle '([^']+)'", _last_text(messages))
+            assert handle is not None
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': handle[1], 'path': '$.data[0]'})])
+        answers.append(_last_text(messages))
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=store)])
+    agent.tool_plain(name='list_orders')(lambda: orders(300))
+    assert (await agent.run('go')).output == 'done'
+    [answer] = answers
+    assert 'could not be read right now (storage error: OSError)' in answer
+    assert '/secret' not in answer
+
+
+@pytest.mark.parametrize(('limit', 'listed', 'footer'), [(200, 20, 'Pass limit=100 (the most)'), (100, 43, None)])
+async def test_the_footer_names_a_limit_that_lists_more(
+    tmp_path: Path, limit: int, listed: int, footer: str | None
+) -> None:
+    """`limit=200` is the line default, so it lists 20; the footer then says exactly what lists more."""
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = LocalFileStore(base_dir=tmp_path)
+    handle = await store.write('r/c/0', stored(orders(500, stuck=tuple(range(0, 430, 10)))))
+    read: Any = build_query_toolset(store).tools['read_tool_result'].function
+    answer = await read(handle=handle, path="$.data[?@.status=='stuck'].id", limit=limit)
+    assert answer.startswith(f'43 matches for "$.data[?@.status==\'stuck\'].id" in {handle!r}; ')
+    assert len(re.findall(r'^line \d+: ', answer, re.MULTILINE)) == listed
+    assert (footer in answer) if footer else ('to see more' not in answer)

@@ -1,8 +1,9 @@
-"""Every text the model reads in one spill session, exactly, with pydantic-ai's default id shapes.
+"""Every text the model reads in two sessions (spills, queries, a summary, a truncation), exactly, with default ids.
 
 A uuid7 run id and provider-style tool call ids (as a run gets them by default), a real `LocalFileStore`, and a
 scripted model that spills a test log and a binary blob, greps, reads around the hit, reads the blob's bytes and
-mistypes a handle. The snapshots are what the model is shown; the token counts are cl100k.
+mistypes a handle; then one that spills records, queries them by path, greps for nothing, and gets a summary and a
+truncation. The snapshots are what the model is shown; the token counts are cl100k.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from examples._scripted import cl100k_counter
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Summarize, Truncate
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +126,110 @@ fffen44zdz  (run_tests)
 Pass one of these handles exactly. A result cleaned up since needs its tool called again.\
 """)
     assert [count(text) for text in shown] == snapshot([224, 154, 100, 186, 168, 61])
+
+
+ORDERS = [
+    {'id': f'ord_{n:05d}', 'customer': f'cus_{n * 7919 % 10_000:04d}', 'total': n % 500, 'status': 'paid'}
+    for n in range(3_000)
+]
+ORDERS[1_234]['status'] = 'stuck'
+REPORT = ''.join(f'check {n}: ok\n' for n in range(2_000)) + 'check 2000: FAILED (disk 97% full)\n'
+
+
+async def test_the_texts_of_a_json_summary_and_truncation_session_with_default_ids(tmp_path: Path) -> None:
+    """The other texts: a structured preview, a path query, a grep that finds nothing, a summary, a truncation."""
+    shown: list[str] = []
+    handles: dict[str, str] = {}
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and len(messages) > 1:
+            for part in last.parts:
+                if isinstance(part, ToolReturnPart):
+                    shown.append(str(part.content))
+                    if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
+                        handles[part.tool_name] = part.metadata['overflow_handle']
+        step = len([m for m in messages if isinstance(m, ModelResponse)])
+        orders = handles.get('list_orders', '')
+        script: list[list[tuple[str, dict[str, Any]]]] = [
+            [('list_orders', {}), ('health_report', {}), ('tail_log', {'lines': 2_000})],
+            [('read_tool_result', {'handle': orders, 'path': "$[?@.status=='stuck'].id"})],
+            [('grep_tool_result', {'handle': orders, 'pattern': 'refunded'})],
+        ]
+        if step >= len(script):
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(
+            parts=[
+                ToolCallPart(name, args, tool_call_id=f'call_{step}Hd7sQ2xLm9Pz4Kc8Vb1N{index}')
+                for index, (name, args) in enumerate(script[step])
+            ]
+        )
+
+    def summarize(tool_name: str, text: str) -> str:
+        return f'{text.count(": ok")} checks passed; check 2000 FAILED: disk 97% full.'
+
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(base_dir=tmp_path),
+        per_tool={
+            'health_report': [Band(over=10_000, action=Summarize(summarize=summarize))],
+            'tail_log': [Band(over=10_000, action=Truncate(max_chars=400))],
+        },
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+    agent.tool_plain(name='list_orders')(lambda: ORDERS)
+    agent.tool_plain(name='health_report')(lambda: REPORT)
+
+    @agent.tool_plain
+    def tail_log(lines: int) -> str:
+        return ''.join(f'event {n}: ok\n' for n in range(lines))
+
+    await agent.run('Which order is stuck, and is the cluster healthy?', run_id=RUN_ID)
+    orders_preview, summary, truncated, query, no_match = shown
+    assert len(handles['list_orders']) == 10
+    count = cl100k_counter()
+    assert orders_preview == snapshot("""\
+[`list_orders` returned too much to show (~51586 tokens). Saved in full under handle '2xsnevr9vk' as JSON, one element per line: 3002 lines, 212344 bytes; a preview follows.
+grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
+Shape: array[3000] of {id: str, customer: str, total: int, status: str}
+First lines (2-4 of 3002):
+2|  {"id":"ord_00000","customer":"cus_0000","total":0,"status":"paid"},
+3|  {"id":"ord_00001","customer":"cus_7919","total":1,"status":"paid"},
+4|  {"id":"ord_00002","customer":"cus_5838","total":2,"status":"paid"},
+Last lines (3000-3001):
+3000|  {"id":"ord_02998","customer":"cus_1162","total":498,"status":"paid"},
+3001|  {"id":"ord_02999","customer":"cus_9081","total":499,"status":"paid"}\
+""")
+    assert summary == snapshot("""\
+[Summary, written by a model, of what `health_report` returned (28925 characters, 2001 lines; too many to keep). It may miss details. The full original is saved under handle 'm9wfypt4nr': grep_tool_result(handle, pattern) checks a detail; read_tool_result(handle, from_end=True) reads the end.]
+2000 checks passed; check 2000 FAILED: disk 97% full.\
+""")
+    assert truncated == snapshot("""\
+event 0: ok
+event 1: ok
+event 2: ok
+event 3: ok
+event 4: ok
+event 5: ok
+event 6: ok
+event 7: ok
+event 8: ok
+event 9: ok
+[truncated: the middle 28650 of 28890 characters (lines 11-1992) omitted here and not kept; call the tool again with narrower arguments to see them]
+event 1992: ok
+event 1993: ok
+event 1994: ok
+event 1995: ok
+event 1996: ok
+event 1997: ok
+event 1998: ok
+event 1999: ok
+""")
+    assert query == snapshot("""\
+1 match for "$[?@.status=='stuck'].id" in '2xsnevr9vk'; all 1:
+line 1236: $[1234]['id'] = "ord_01234"
+(In context: read_tool_result(handle='2xsnevr9vk', offset=1231, limit=20), with offset a few lines before a match.)\
+""")
+    assert no_match == snapshot(
+        "No line matches 'refunded' (literal, case-sensitive; 3002 lines searched). Any case: is_regex=True, pattern='(?i)refunded'."
+    )
+    assert [count(text) for text in shown] == snapshot([260, 93, 155, 80, 34])

@@ -93,6 +93,27 @@ def test_lines_of_other_shapes_are_still_shown() -> None:
     assert _head_and_tail(text) == ([1, 2, 3, 4, 5], [2001, 2002, 2003, 2004])
 
 
+def test_blank_lines_never_stop_a_preview() -> None:
+    """Blank lines (or CRLF ones) are no rows: however many there are, the lines after them are still shown."""
+    prose = [f'Paragraph {i}: ' + ' '.join(f'word{w}' for w in range(i % 9 + 3)) for i in range(400)]
+    for newline in ('\n', '\r\n'):
+        text = newline.join(['', '', '', '', *prose, '', '', '', ''])
+        head, tail = _head_and_tail(text, 1_000)
+        assert 5 in head and 404 in tail
+    assert line_shape(b'') is line_shape(b'   \r') is None
+
+
+def test_json_members_are_not_rows_and_a_last_element_is_one_of_them() -> None:
+    members = b' "database_url":"postgres://db",'
+    assert line_shape(members, json=True) is None
+    assert line_shape(members) is not None
+    assert line_shape(b'  {"id":1,"ok":true},', json=True) == line_shape(b'  {"id":2,"ok":false}', json=True)
+
+
+def test_non_ascii_words_are_words() -> None:
+    assert line_shape('Größe: 12 Äpfel'.encode()) == line_shape(b'Size: 12 apples') == b'w: w w'
+
+
 def test_lines_that_all_differ_fill_the_budget_as_before() -> None:
     """Prose has no repeated shape: the head and the tail take the whole budget."""
     words = ['alpha', 'beta gamma', 'delta, epsilon', 'zeta (eta)', 'theta: iota kappa', 'lambda mu nu xi']
