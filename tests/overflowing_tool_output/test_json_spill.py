@@ -83,8 +83,7 @@ First lines (2-5 of 2002):
 3|  {"id":1,"login":"user-1","tags":["admin","ops"],"status":"active"},
 4|  {"id":2,"login":"user-2","tags":["admin","ops"],"status":"active"},
 5|  {"id":3,"login":"user-3","tags":["admin","ops"],"status":"active"},
-Last lines (1999-2001):
-1999|  {"id":1997,"login":"user-1997","tags":["admin","ops"],"status":"active"},
+Last lines (2000-2001):
 2000|  {"id":1998,"login":"user-1998","tags":["admin","ops"],"status":"active"},
 2001|  {"id":1999,"login":"user-1999","tags":["admin","ops"],"status":"active"}\
 """)

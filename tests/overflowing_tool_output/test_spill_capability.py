@@ -88,8 +88,7 @@ First lines (2-6 of 2006):
 4|   {"id":0,"name":"user 0","tags":["a","b"]},
 5|   {"id":1,"name":"user 1","tags":["a","b"]},
 6|   {"id":2,"name":"user 2","tags":["a","b"]},
-Last lines (2001-2005):
-2001|   {"id":1997,"name":"user 1997","tags":["a","b"]},
+Last lines (2002-2005):
 2002|   {"id":1998,"name":"user 1998","tags":["a","b"]},
 2003|   {"id":1999,"name":"user 1999","tags":["a","b"]}
 2005|  "next":null\
