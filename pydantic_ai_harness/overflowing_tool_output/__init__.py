@@ -12,7 +12,7 @@ from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, 
 from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
 from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
 from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
-from ._secrets import SecretRedaction, SecretRule
+from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
 from ._summarize import OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
@@ -67,7 +67,6 @@ __all__ = (
     'RangeReadableStore',
     'ResolvableStore',
     'SecretRedaction',
-    'SecretRule',
     'Spill',
     'StepBudget',
     'StoreBackendError',

@@ -999,7 +999,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             ctx.usage.incr(usage)
         if outcome.summary is None:
             return None, outcome.reason  # nothing was stored: the original is kept only next to a summary
-        summary = Summary(outcome.summary, outcome.chunks, outcome.uncovered_chars)
+        summary = Summary(outcome.summary, outcome.chunks, outcome.uncovered_chars, by_model=action.summarize is None)
         key = self._key(ctx, call, unit)
         # Decide before writing: a summary that would not be shorter is no summary, and its original would be
         # stored for nothing (the built-in stores return the first short id of the key's handle).

@@ -89,10 +89,22 @@ def spill_how_to_read(*, one_line: bool = False) -> str:
 
 
 def summary_marker(
-    *, tool_name: str, chars: int, lines: int, handle: str | None, chunks: int, uncovered_chars: int
+    *,
+    tool_name: str,
+    chars: int,
+    lines: int,
+    handle: str | None,
+    chunks: int,
+    uncovered_chars: int,
+    by_model: bool = True,
 ) -> str:
-    """The label in front of a summary: what it is, of how much output, and where the full output is."""
+    """The label in front of a summary: what it is, of how much output, and where the full output is.
+
+    `by_model`: a model wrote it; otherwise the application's own `summarize` function did, and the label says
+    nothing of who.
+    """
     how = f' in {chunks} parts' if chunks > 1 else ''
+    lead = f'[Summary, written by a model{how}, of what' if by_model else '[Summary of what'
     where = (
         f"The full original is saved under handle '{handle}': grep_tool_result(handle, pattern) checks a detail; "
         'read_tool_result(handle, from_end=True) reads the end.'
@@ -105,6 +117,6 @@ def summary_marker(
         uncovered = f' The last {uncovered_chars} characters were too many to summarize and {kept}.'
 
     return (
-        f'[Summary, written by a model{how}, of what `{tool_name}` returned ({chars} characters, {lines} lines; '
+        f'{lead} `{tool_name}` returned ({chars} characters, {lines} lines; '
         f'too many to keep). It may miss details. {where}{uncovered}]\n'
     )

@@ -52,6 +52,9 @@ class Summary:
     uncovered_chars: int = 0
     """Characters at the end of the output that were too many to summarize."""
 
+    by_model: bool = True
+    """Whether a model wrote it (`False`: the action's own `summarize` function)."""
+
 
 def mark_summary(request: SummaryRequest, summary: Summary, handle: str | None) -> str:
     """The summary as the model sees it: a label saying what it is and where the original is (`handle`), if kept."""
@@ -63,6 +66,7 @@ def mark_summary(request: SummaryRequest, summary: Summary, handle: str | None) 
             handle=handle,
             chunks=summary.chunks,
             uncovered_chars=summary.uncovered_chars,
+            by_model=summary.by_model,
         )
         + summary.text
     )
@@ -110,7 +114,12 @@ async def summarize_text(
         summary, reason = await _map_reduce(model, request, chunks, ctx, limits)
     if summary is None:
         return None, reason
-    return Summary(summary.strip(), chunks=len(chunks) if calls else 1, uncovered_chars=dropped if calls else 0), ''
+    return Summary(
+        summary.strip(),
+        chunks=len(chunks) if calls else 1,
+        uncovered_chars=dropped if calls else 0,
+        by_model=action.summarize is None,
+    ), ''
 
 
 async def _call_function(action: Summarize, request: SummaryRequest) -> tuple[str | None, str]:

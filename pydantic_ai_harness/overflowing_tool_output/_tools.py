@@ -292,7 +292,7 @@ def build_query_toolset(
 
     Args:
         store: Where the stored results live.
-        limits: Output and time caps (defaults: [`QueryLimits()`][pydantic_ai_harness.overflowing_tool_output._tools.QueryLimits]).
+        limits: Output and time caps (defaults: [`QueryLimits()`][pydantic_ai_harness.overflowing_tool_output.QueryLimits]).
         route: Picks the store for a handle in a run (e.g. the run's workspace for its own handles); default: `store`.
     """
     caps = limits or QueryLimits()

@@ -200,7 +200,7 @@ Last lines (3000-3001):
 3001|  {"id":"ord_02999","customer":"cus_9081","total":499,"status":"paid"}\
 """)
     assert summary == snapshot("""\
-[Summary, written by a model, of what `health_report` returned (28925 characters, 2001 lines; too many to keep). It may miss details. The full original is saved under handle 'm9wfypt4nr': grep_tool_result(handle, pattern) checks a detail; read_tool_result(handle, from_end=True) reads the end.]
+[Summary of what `health_report` returned (28925 characters, 2001 lines; too many to keep). It may miss details. The full original is saved under handle 'm9wfypt4nr': grep_tool_result(handle, pattern) checks a detail; read_tool_result(handle, from_end=True) reads the end.]
 2000 checks passed; check 2000 FAILED: disk 97% full.\
 """)
     assert truncated == snapshot("""\
@@ -232,4 +232,4 @@ line 1236: $[1234]['id'] = "ord_01234"
     assert no_match == snapshot(
         "No line matches 'refunded' (literal, case-sensitive; 3002 lines searched). Any case: is_regex=True, pattern='(?i)refunded'."
     )
-    assert [count(text) for text in shown] == snapshot([260, 93, 155, 80, 34])
+    assert [count(text) for text in shown] == snapshot([260, 87, 155, 80, 34])
