@@ -84,7 +84,9 @@ class LineIndexedStore(Protocol):
 
 @dataclass(frozen=True)
 class StreamedPayload:
-    """What a [`StreamWritableStore`][] wrote: the handle, and the line index it built on the way."""
+    """What a [`StreamWritableStore`][pydantic_ai_harness.overflowing_tool_output.StreamWritableStore] wrote: the handle,
+    and the line index it built on the way.
+    """
 
     handle: str
     """The handle the payload is read back with (the same rules as `OverflowStore.write`'s)."""
