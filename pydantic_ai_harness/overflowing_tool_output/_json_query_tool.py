@@ -12,10 +12,13 @@ from pydantic_ai import ModelRetry
 from ._jsonpath import JsonQueryError, JsonQueryLimits, JsonQueryResult, NotQueryableError, query_json
 from ._query import Payload
 
-__all__ = ('MAX_QUERY_MATCHES', 'build_path_query')
+__all__ = ('MAX_QUERY_MATCHES', 'PATH_QUERY_SECONDS', 'build_path_query')
 
 MAX_QUERY_MATCHES = 100
 """Most matches one answer lists (the total is always reported)."""
+
+PATH_QUERY_SECONDS = JsonQueryLimits().time_budget
+"""The time budget of one path query, past which it answers with what it found so far."""
 
 Opener = Callable[[str], Awaitable['Payload | str']]
 
@@ -58,7 +61,12 @@ async def _run(payload: Payload, path: str, max_matches: int, caps: JsonQueryLim
     def work() -> JsonQueryResult:
         return query_json(read, payload.size, path, max_matches=max_matches, limits=caps)
 
-    return await anyio.to_thread.run_sync(work)
+    # Shielded: the worker calls back into the event loop for every read, and a cancelled host waiting on it made
+    # the loop spin on cancel delivery while the worker waited on its read (a livelock). The query's own time
+    # budget bounds how long the shield holds.
+    with anyio.CancelScope(shield=True):
+        return await anyio.to_thread.run_sync(work)
+    raise AssertionError('unreachable: a shielded scope is never cancelled, so it swallows nothing')
 
 
 def _render(handle: str, path: str, result: JsonQueryResult) -> str:

@@ -19,7 +19,7 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.exceptions import UserError
 
 from ._handles import KnownHandle, known_handles, near_misses, unknown_handle_answer
-from ._json_query_tool import build_path_query
+from ._json_query_tool import PATH_QUERY_SECONDS, build_path_query
 from ._query import (
     GrepResult,
     Hit,
@@ -318,7 +318,8 @@ def build_query_toolset(
                 return _guarded(query_one(meant, path, matches), meant)
             return _read_tool_result(store, caps, meant, offset, limit, from_end, pattern, unit)
 
-        return await _within_store_timeout(_resolved_answer(store, handle, [], read), handle, caps.store_timeout)
+        seconds = _read_seconds(caps, matches)
+        return await _within_store_timeout(_resolved_answer(store, handle, [], read), handle, seconds)
 
     async def grep_tool_result(
         handle: str,
@@ -338,6 +339,13 @@ def build_query_toolset(
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
     return FunctionToolset([read_tool_result, grep_tool_result], id=QUERY_TOOLSET_ID, max_retries=5)
+
+
+def _read_seconds(caps: QueryLimits, path_matches: int) -> float:
+    """How long one read may take in all: the store's timeout, plus, for a path query, the query's own time budget
+    (a query that runs out of it answers with what it found; the store timeout alone would lose that answer).
+    """
+    return caps.store_timeout + (PATH_QUERY_SECONDS if path_matches else 0.0)
 
 
 _DEFAULT_PATH_MATCHES = 20
@@ -396,7 +404,7 @@ def _routed_toolset(route: Callable[[RunContext[Any], str], OverflowStore], caps
             return _read_tool_result(route(ctx, meant), caps, meant, offset, limit, from_end, pattern, unit)
 
         answer = _resolved_answer(store, handle, _conversation_handles(ctx), read)
-        return await _within_store_timeout(answer, handle, caps.store_timeout)
+        return await _within_store_timeout(answer, handle, _read_seconds(caps, matches))
 
     async def grep_tool_result(
         ctx: RunContext[Any],

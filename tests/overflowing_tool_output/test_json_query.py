@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -455,3 +456,51 @@ async def test_the_footer_names_a_limit_that_lists_more(
     assert answer.startswith(f'43 matches for "$.data[?@.status==\'stuck\'].id" in {handle!r}; ')
     assert len(re.findall(r'^line \d+: ', answer, re.MULTILINE)) == listed
     assert (footer in answer) if footer else ('to see more' not in answer)
+
+
+async def test_a_path_query_longer_than_the_store_timeout_still_answers(tmp_path: Path) -> None:
+    """The store timeout bounds waiting on the store; a path query also has its own time budget on top of it."""
+    from pydantic_ai_harness.overflowing_tool_output import QueryLimits
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = LocalFileStore(base_dir=tmp_path)
+    handle = await store.write('r/c/0', stored(orders(20_000)))
+    # Opening the payload takes about 2 ms, the query over its 2.7 MB most of a second: past a 0.2 s store timeout.
+    read: Any = build_query_toolset(store, limits=QueryLimits(store_timeout=0.2)).tools['read_tool_result'].function
+    started = time.monotonic()
+    answer = await read(handle=handle, path="$.data[?@.status=='stuck'].id")
+    assert answer.startswith('3 matches for "$.data[?@.status==\'stuck\'].id"'), answer
+    if time.monotonic() - started < 0.2:
+        pytest.skip('the query was faster than the store timeout here: nothing to show')
+
+
+class _CountingStore(LocalFileStore):
+    """Counts range reads that were cancelled under the query's worker."""
+
+    cancelled_reads: int = 0
+
+    async def read_range(self, handle: str, start: int, end: int) -> bytes:
+        import anyio
+
+        try:
+            return await super().read_range(handle, start, end)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled_reads += 1
+            raise
+
+
+async def test_a_path_query_cancelled_midway_finishes_its_reads(tmp_path: Path) -> None:
+    """Cancelling the call (a run cancelled, an outer timeout) while the query's worker reads through the event loop
+    cancelled the read in flight, and the worker then ran on to its 30 s budget: a 1 s query held the tool call for
+    40 s. The query is shielded now: every read completes, and the call returns as soon as it is done."""
+    import anyio
+
+    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+
+    store = _CountingStore(base_dir=tmp_path)
+    handle = await store.write('r/c/0', stored(orders(20_000)))
+    read: Any = build_query_toolset(store).tools['read_tool_result'].function
+    with anyio.move_on_after(0.3) as scope:
+        await read(handle=handle, path="$.data[?@.status=='stuck'].id")
+    assert scope.cancel_called
+    assert store.cancelled_reads == 0
