@@ -444,6 +444,9 @@ class _Shown:
     whole: bool
     """Whether `text` is the whole line (else the line goes on past the window it was read from)."""
 
+    cut: bool = False
+    """Whether only the start of the line is shown (with a marker saying where to read on)."""
+
 
 def _windows(text: str | None, pieces: Sequence[bytes] | None, nbytes: int) -> tuple[bytes, bytes, int]:
     """The first and last `_WINDOW_BYTES` or so of the stored text (UTF-8), and the byte where the last ones start."""
@@ -498,9 +501,10 @@ def _render_shown(line: _Shown) -> str:
 
 def _shown(number: int, line: bytes, start: int, whole: bool) -> _Shown:
     text, shown_bytes = _line_text(line)
-    if shown_bytes < len(line) or not whole:
+    cut = shown_bytes < len(line) or not whole
+    if cut:
         text += f"[... line cut: read on with unit='bytes', offset={start + shown_bytes}]"
-    return _Shown(number, text, start, whole)
+    return _Shown(number, text, start, whole, cut)
 
 
 _BRACKETS = frozenset({b'[', b']', b'{', b'}', b'],', b'},'})
@@ -661,8 +665,8 @@ def text_preview(
     windows = _windows(text, pieces, summary.nbytes)
     head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown, json=summary.json)
     if head and one_line:
-        # One line has no line numbers worth showing: its start, with the byte offset to read on from.
-        parts.append(f'Start of the one line:\n{head[0].text}')
+        # One line has no line numbers worth showing: its start, with the byte offset to read on from (or all of it).
+        parts.append(f'{"Start of the one line" if head[0].cut else "The one line"}:\n{head[0].text}')
     elif head:
         parts.append(f'{_label("First", head)[:-1]} of {summary.lines}):\n' + ''.join(map(_render_shown, head)))
     if tail:

@@ -188,3 +188,12 @@ def test_binary_type_detection(data: bytes, declared: str | None, expected: str)
 @pytest.mark.parametrize(('text', 'lines'), [('', 0), ('a', 1), ('a\n', 1), ('a\nb', 2), ('\n\n', 2)])
 def test_count_lines(text: str, lines: int) -> None:
     assert count_lines(text) == lines
+
+
+@pytest.mark.parametrize(('length', 'label'), [(100, 'The one line:\n'), (50_000, 'Start of the one line:\n')])
+def test_a_one_line_payload_says_whether_its_line_is_shown_whole(length: int, label: str) -> None:
+    text = 'k' * length
+    summary = SpillSummary('run', 'h/1/0', len(text), len(text) // 4, 1, len(text))
+    preview = text_preview(summary, text, 2_000)
+    assert label in preview
+    assert ('line cut' in preview) == (label.startswith('Start'))
