@@ -42,6 +42,7 @@ real S3 endpoint a 10 MB GET costs many round trips). A store whose server canno
 PAYLOAD_LINES = 150_000
 RUNS = 7
 READ_OFFSET = 100_000
+"""The first line of the window read (line numbers start at 1)."""
 READ_LIMIT = 200
 
 
@@ -176,7 +177,9 @@ async def measure(case: Case, data: bytes) -> list[Entry]:
 
     async def read_window(run: int) -> None:
         answer = await _read_tool_result(case.store, limits, handles[run], offset=READ_OFFSET, limit=READ_LIMIT)
-        assert f'lines {READ_OFFSET + 1}-{READ_OFFSET + READ_LIMIT} of' in answer, answer[:300]
+        assert f'lines {READ_OFFSET}-{READ_OFFSET + READ_LIMIT - 1} of' in answer, answer[
+            :300
+        ]  # offset: the first line shown
 
     async def raw_get(run: int) -> None:
         got = await case.raw_get(f'raw-{run}')
