@@ -704,21 +704,6 @@ class LocalFileStore:
             raise StoreRootError(f'the spill store root {problem}; refusing to use it')
         return _Dir(fd, root)
 
-    def _walk(self, root: _Dir, names: Sequence[str], *, create: bool) -> _Dir:
-        """Open the directory holding the file for `names`; closes intermediate descriptors."""
-        directory = root
-        try:
-            for name in names[:-1]:
-                child = directory.child(name, create=create)
-                if directory is not root:
-                    directory.close()
-                directory = child
-        except BaseException:
-            if directory is not root:
-                directory.close()
-            raise
-        return directory
-
     def _alias_in(self, root: _Dir, handle: str) -> str:
         """The short id recorded for the full `handle` just written: the first candidate free or already its own.
 
@@ -796,7 +781,7 @@ class LocalFileStore:
             directory: _Dir | None = None
             try:
                 # Every candidate handle differs from `handle` in its last segment only: one directory for all.
-                directory = self._walk(root, names, create=True)
+                directory = _walk(root, names, create=True)
                 return self._alias_in(root, self._publish_payload(directory, handle, names, data))
             except FileNotFoundError:
                 # A concurrent pruner removed an empty directory between our mkdir and our open: retry.
@@ -863,7 +848,7 @@ class LocalFileStore:
             directory: _Dir | None = None
             try:
                 try:
-                    directory = self._walk(root, names, create=True)
+                    directory = _walk(root, names, create=True)
                     temp = _temp_name()
                     fd = directory.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 except FileNotFoundError:
@@ -958,7 +943,7 @@ class LocalFileStore:
         """Persist a line index next to the payload for `names` (used by the background indexer)."""
         root = self._open_root(create=False)
         try:
-            directory = self._walk(root, names, create=False)
+            directory = _walk(root, names, create=False)
             try:
                 _publish(directory, names[-1] + _INDEX_SUFFIX, _sidecar_bytes(index, identity), durable=False)
             finally:
@@ -978,7 +963,7 @@ class LocalFileStore:
             if names is None:  # pragma: no cover - an alias only ever holds a handle the store wrote
                 raise HandleNotFoundError(_NOT_FOUND)
             try:
-                directory = self._walk(root, names, create=False)
+                directory = _walk(root, names, create=False)
                 fd = directory.open(names[-1] + _PAYLOAD_SUFFIX, os.O_RDONLY | _O_NONBLOCK)
             except HandleNotFoundError:
                 raise
@@ -1076,7 +1061,7 @@ class LocalFileStore:
                 return False
             _drop_alias(root, handle)
             try:
-                directory = self._walk(root, names, create=False)
+                directory = _walk(root, names, create=False)
             except OSError:
                 return False
             try:
@@ -1258,15 +1243,31 @@ def _prune_aliases(root: _Dir, cutoff: float, temp_cutoff: float, errors: list[O
         aliases.close()
 
 
-def _payload_mtime(root: _Dir, names: list[str]) -> float:
-    """The modification time of the payload for `names`, or minus infinity when it is missing."""
+def _walk(root: _Dir, names: Sequence[str], *, create: bool) -> _Dir:
+    """Open the directory holding the file for `names`; closes intermediate descriptors (the caller closes the one
+    returned, unless it is `root`).
+    """
     directory = root
     try:
         for name in names[:-1]:
-            child = directory.child(name, create=False)
+            child = directory.child(name, create=create)
             if directory is not root:
                 directory.close()
             directory = child
+    except BaseException:
+        if directory is not root:
+            directory.close()
+        raise
+    return directory
+
+
+def _payload_mtime(root: _Dir, names: list[str]) -> float:
+    """The modification time of the payload for `names`, or minus infinity when it is missing."""
+    try:
+        directory = _walk(root, names, create=False)
+    except OSError:
+        return float('-inf')
+    try:
         return directory.lstat(names[-1] + _PAYLOAD_SUFFIX).st_mtime
     except OSError:
         return float('-inf')
