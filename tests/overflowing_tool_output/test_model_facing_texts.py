@@ -8,6 +8,8 @@ truncation. The snapshots are what the model is shown; the token counts are cl10
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,36 +40,61 @@ def _mistyped(handle: str) -> str:
     return handle[:-1] + ('y' if handle[-1] != 'y' else 'x')
 
 
-async def test_the_texts_of_a_spill_session_with_default_ids(tmp_path: Path) -> None:
-    shown: list[str] = []
-    handles: dict[str, str] = {}
+Steps = list[list[tuple[str, dict[str, Any]]]]
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        last = messages[-1]
-        if isinstance(last, ModelRequest) and len(messages) > 1:
-            for part in last.parts:
-                if isinstance(part, ToolReturnPart):
-                    shown.append(str(part.content))
-                    if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
-                        handles[part.tool_name] = part.metadata['overflow_handle']
-        step = len([m for m in messages if isinstance(m, ModelResponse)])
-        script: list[list[tuple[str, dict[str, Any]]]] = [
+
+@dataclass
+class _Session:
+    """A scripted model: each step's tool calls, built from the handles shown so far; it records what it is shown."""
+
+    script: Callable[[dict[str, str]], Steps]
+    """The steps, from the handles seen so far by tool name."""
+
+    call_id_stem: str
+    """Makes provider-style tool call ids: `call_<step><stem><index>`."""
+
+    shown: list[str] = field(default_factory=list[str])
+    """Every tool return the model was shown, in order."""
+
+    handles: dict[str, str] = field(default_factory=dict[str, str])
+    """The handle of each tool's spill, by tool name."""
+
+    def model(self) -> FunctionModel:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            last = messages[-1]
+            if isinstance(last, ModelRequest) and len(messages) > 1:
+                for part in last.parts:
+                    if isinstance(part, ToolReturnPart):
+                        self.shown.append(str(part.content))
+                        if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
+                            self.handles[part.tool_name] = part.metadata['overflow_handle']
+            step = len([m for m in messages if isinstance(m, ModelResponse)])
+            script = self.script(self.handles)
+            if step >= len(script):
+                return ModelResponse(parts=[TextPart('done')])
+            return ModelResponse(
+                parts=[
+                    ToolCallPart(name, args, tool_call_id=f'call_{step}{self.call_id_stem}{index}')
+                    for index, (name, args) in enumerate(script[step])
+                ]
+            )
+
+        return FunctionModel(respond)
+
+
+async def test_the_texts_of_a_spill_session_with_default_ids(tmp_path: Path) -> None:
+    def script(handles: dict[str, str]) -> Steps:
+        return [
             [('run_tests', {}), ('dump', {})],
             [('grep_tool_result', {'handle': handles.get('run_tests', ''), 'pattern': 'FAILED', 'context_lines': 1})],
             [('read_tool_result', {'handle': handles.get('run_tests', ''), 'offset': 2013, 'limit': 8})],
             [('read_tool_result', {'handle': handles.get('dump', ''), 'unit': 'bytes', 'offset': 0, 'limit': 32})],
             [('grep_tool_result', {'handle': _mistyped(handles.get('run_tests', 'x')), 'pattern': 'FAILED'})],
         ]
-        if step >= len(script):
-            return ModelResponse(parts=[TextPart('done')])
-        return ModelResponse(
-            parts=[
-                ToolCallPart(name, args, tool_call_id=f'call_{step}Xq3vR8bN2mKp7LwT9yZ{index}')
-                for index, (name, args) in enumerate(script[step])
-            ]
-        )
 
-    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    session = _Session(script, 'Xq3vR8bN2mKp7LwT9yZ')
+    shown, handles = session.shown, session.handles
+    agent = Agent(session.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
     agent.tool_plain(name='run_tests')(lambda: TEST_LOG)
     agent.tool_plain(name='dump')(lambda: BLOB)
     await agent.run('Why is CI red?', run_id=RUN_ID)
@@ -138,32 +165,17 @@ REPORT = ''.join(f'check {n}: ok\n' for n in range(2_000)) + 'check 2000: FAILED
 
 async def test_the_texts_of_a_json_summary_and_truncation_session_with_default_ids(tmp_path: Path) -> None:
     """The other texts: a structured preview, a path query, a grep that finds nothing, a summary, a truncation."""
-    shown: list[str] = []
-    handles: dict[str, str] = {}
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        last = messages[-1]
-        if isinstance(last, ModelRequest) and len(messages) > 1:
-            for part in last.parts:
-                if isinstance(part, ToolReturnPart):
-                    shown.append(str(part.content))
-                    if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
-                        handles[part.tool_name] = part.metadata['overflow_handle']
-        step = len([m for m in messages if isinstance(m, ModelResponse)])
+    def script(handles: dict[str, str]) -> Steps:
         orders = handles.get('list_orders', '')
-        script: list[list[tuple[str, dict[str, Any]]]] = [
+        return [
             [('list_orders', {}), ('health_report', {}), ('tail_log', {'lines': 2_000})],
             [('read_tool_result', {'handle': orders, 'path': "$[?@.status=='stuck'].id"})],
             [('grep_tool_result', {'handle': orders, 'pattern': 'refunded'})],
         ]
-        if step >= len(script):
-            return ModelResponse(parts=[TextPart('done')])
-        return ModelResponse(
-            parts=[
-                ToolCallPart(name, args, tool_call_id=f'call_{step}Hd7sQ2xLm9Pz4Kc8Vb1N{index}')
-                for index, (name, args) in enumerate(script[step])
-            ]
-        )
+
+    session = _Session(script, 'Hd7sQ2xLm9Pz4Kc8Vb1N')
+    shown, handles = session.shown, session.handles
 
     def summarize(tool_name: str, text: str) -> str:
         return f'{text.count(": ok")} checks passed; check 2000 FAILED: disk 97% full.'
@@ -175,7 +187,7 @@ async def test_the_texts_of_a_json_summary_and_truncation_session_with_default_i
             'tail_log': [Band(over=10_000, action=Truncate(max_chars=400))],
         },
     )
-    agent = Agent(FunctionModel(model), capabilities=[capability])
+    agent = Agent(session.model(), capabilities=[capability])
     agent.tool_plain(name='list_orders')(lambda: ORDERS)
     agent.tool_plain(name='health_report')(lambda: REPORT)
 
