@@ -240,17 +240,9 @@ def _object_store(kwargs: dict[str, Any], where: str) -> OverflowStore:
 
 def parse_workspace(spec: Any, where: str) -> WorkspaceSpill | None:
     """`true` (the default `WorkspaceSpill`), `false` / `null` (never the workspace), or its fields as a mapping."""
-    if spec is None or spec is False:
-        return None
-    if spec is True:
-        return WorkspaceSpill()
-    if isinstance(spec, WorkspaceSpill):
-        return spec
-    if not isinstance(spec, Mapping):
-        raise SpecError(
-            f"{where}: expected true, false or a mapping such as {{'directory': '.overflow'}}, got {spec!r}"
-        )
-    options = _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(WorkspaceSpill)}, where)
+    options = _switch_options(spec, WorkspaceSpill, where, "{'directory': '.overflow'}")
+    if not isinstance(options, dict):
+        return options
     if options.get('cleanup_after') is not None:
         options['cleanup_after'] = parse_duration(options['cleanup_after'], f'{where}.cleanup_after')
     return _built(WorkspaceSpill, options, where)
@@ -260,17 +252,9 @@ def parse_redaction(spec: Any, where: str) -> SecretRedaction | None:
     """`true` (the default rules), `false` / `null` (off), or `{'preset': ..., 'patterns': {kind: regex},
     'keep_original_in': <a store spec>}`.
     """
-    if spec is None or spec is False:
-        return None
-    if isinstance(spec, SecretRedaction):
-        return spec
-    if spec is True:
-        spec = {}
-    if not isinstance(spec, Mapping):
-        raise SpecError(
-            f"{where}: expected true, false or a mapping such as {{'patterns': {{'Ticket': 'TKT-[0-9]+'}}}}"
-        )
-    options = _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(SecretRedaction)}, where)
+    options = _switch_options(spec, SecretRedaction, where, "{'patterns': {'Ticket': 'TKT-[0-9]+'}}")
+    if not isinstance(options, dict):
+        return options
     if options.get('keep_original_in') is not None:
         options['keep_original_in'] = parse_store(options['keep_original_in'], f'{where}.keep_original_in')
     patterns = options.get('patterns')
@@ -295,6 +279,21 @@ def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
     if options.get('action') is not None:
         options['action'] = parse_action(options['action'], f'{where}.action')
     return _built(StepBudget, options, where)
+
+
+def _switch_options(spec: Any, setting: type[_T], where: str, example: str) -> _T | dict[str, Any] | None:
+    """A setting that is on, off, or on with options: `null` / `false` is off (`None`), an instance of `setting`
+    passes through, `true` is its defaults (no options), and a mapping gives its fields, checked by name.
+    """
+    if spec is None or spec is False:
+        return None
+    if isinstance(spec, setting):
+        return spec
+    if spec is True:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise SpecError(f'{where}: expected true, false or a mapping such as {example}, got {spec!r}')
+    return _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(cast(Any, setting))}, where)
 
 
 def _known_fields(spec: Mapping[str, Any], allowed: Collection[str], where: str) -> dict[str, Any]:
