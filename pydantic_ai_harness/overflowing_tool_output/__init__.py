@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import stores as _stores
 from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
-from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, OverflowingToolOutputWarning, default_bands
-from ._events import OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
+from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, default_bands
+from ._events import OverflowingToolOutputWarning, OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
 from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget

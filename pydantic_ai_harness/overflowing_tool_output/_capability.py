@@ -32,6 +32,7 @@ from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_st
 from ._events import (
     CONTENT_PREFIX,
     VALUE_PREFIX,
+    OverflowingToolOutputWarning,
     OverflowReduced,
     OverflowRunSummary,
     log_reduction,
@@ -40,11 +41,10 @@ from ._events import (
     record_on_span,
 )
 from ._json_layout import JsonLayout
-from ._markers import NARROWER_ADVICE, unrenderable_note
+from ._markers import NARROWER_ADVICE, SpillSummary, unrenderable_note
 from ._preview import (
     ImportantLine,
     ImportantLinesScan,
-    SpillSummary,
     binary_preview,
     count_lines,
     shape_sketch,
@@ -80,7 +80,7 @@ from .stores._paths import handle_for_key, short_handles
 from .stores._protocol import StreamedPayload, StreamWritableStore
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
-__all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'OverflowingToolOutputWarning', 'default_bands')
+__all__ = ('DEFAULT_SUMMARY_PROMPT', 'OverflowingToolOutput', 'default_bands')
 
 _T = TypeVar('_T')
 
@@ -98,10 +98,6 @@ DEFAULT_SUMMARY_PROMPT = (
     'is; drop repetition and noise. Reply with the summary only.\n\n<tool_output>\n{output}\n</tool_output>'
 )
 """The built-in summarization prompt. A custom one must contain `{tool_name}` and `{output}` and no other field."""
-
-
-class OverflowingToolOutputWarning(UserWarning):
-    """Emitted when a reduction could not run as configured and a fallback was used instead."""
 
 
 def default_bands() -> list[Band]:

@@ -10,7 +10,14 @@ from typing import Any, Literal, cast
 from opentelemetry import trace
 from pydantic_ai.messages import CapabilityEvent, ModelMessage, ModelRequest, ToolReturnPart
 
-__all__ = ('OverflowReduced', 'OverflowReport', 'OverflowRunSummary', 'logger', 'overflow_report')
+__all__ = (
+    'OverflowReduced',
+    'OverflowReport',
+    'OverflowRunSummary',
+    'OverflowingToolOutputWarning',
+    'logger',
+    'overflow_report',
+)
 
 logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
 """Each reduction is logged here at INFO; fallbacks at WARNING (they also raise a warning)."""
@@ -18,6 +25,10 @@ logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
 VALUE_PREFIX = 'overflow'
 CONTENT_PREFIX = 'overflow_content'
 """Metadata keys on a reduced `ToolReturnPart` are `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`."""
+
+
+class OverflowingToolOutputWarning(UserWarning):
+    """Emitted when a reduction could not run as configured and a fallback was used instead."""
 
 
 @dataclass(kw_only=True)

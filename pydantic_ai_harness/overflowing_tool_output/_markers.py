@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from ._preview import SpillSummary
+from dataclasses import dataclass
+from typing import Literal
 
 __all__ = (
+    'SpillSummary',
     'format_bytes',
     'spill_header',
     'spill_how_to_read',
@@ -15,6 +14,38 @@ __all__ = (
     'truncation_marker',
     'unrenderable_note',
 )
+
+
+@dataclass(frozen=True)
+class SpillSummary:
+    """The facts the header states about a spilled text payload."""
+
+    tool_name: str
+    """The tool that returned it."""
+
+    handle: str
+    """Where it is stored."""
+
+    chars: int
+    """Characters in the model-visible text."""
+
+    tokens: int
+    """Estimated or counted tokens."""
+
+    lines: int
+    """Lines in the stored (pageable) text."""
+
+    nbytes: int
+    """Bytes stored."""
+
+    path: str | None = None
+    """The file in the run's workspace that holds it (relative to the working directory), when it went there."""
+
+    query_tools: bool = True
+    """Whether `read_tool_result` / `grep_tool_result` are offered to page it back."""
+
+    json: bool = False
+    """Whether it is stored as JSON with one element per line (a structured value, or a text that is JSON)."""
 
 
 def format_bytes(n: int) -> str:

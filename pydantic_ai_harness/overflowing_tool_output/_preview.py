@@ -14,12 +14,11 @@ from typing import Any, Protocol, TypeVar, cast
 import re2  # pyright: ignore[reportMissingTypeStubs]
 
 from .._gil import hand_over
-from ._markers import PREVIEW_FOLLOWS, spill_header, spill_how_to_read
+from ._markers import PREVIEW_FOLLOWS, SpillSummary, spill_header, spill_how_to_read
 from .stores._line_index import LineIndex
 
 __all__ = (
     'ImportantLinesScan',
-    'SpillSummary',
     'binary_preview',
     'detect_binary_type',
     'important_lines',
@@ -71,38 +70,6 @@ _EXCERPT_BYTES = 140
 
 _EXCERPT_BEFORE = 40
 """How much of an excerpt comes before the match."""
-
-
-@dataclass(frozen=True)
-class SpillSummary:
-    """The facts the header states about a spilled text payload."""
-
-    tool_name: str
-    """The tool that returned it."""
-
-    handle: str
-    """Where it is stored."""
-
-    chars: int
-    """Characters in the model-visible text."""
-
-    tokens: int
-    """Estimated or counted tokens."""
-
-    lines: int
-    """Lines in the stored (pageable) text."""
-
-    nbytes: int
-    """Bytes stored."""
-
-    path: str | None = None
-    """The file in the run's workspace that holds it (relative to the working directory), when it went there."""
-
-    query_tools: bool = True
-    """Whether `read_tool_result` / `grep_tool_result` are offered to page it back."""
-
-    json: bool = False
-    """Whether it is stored as JSON with one element per line (a structured value, or a text that is JSON)."""
 
 
 def _clip(line: str) -> str:

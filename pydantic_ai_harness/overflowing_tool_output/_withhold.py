@@ -13,6 +13,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
+from ._events import OverflowingToolOutputWarning
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 
@@ -152,8 +153,6 @@ async def _keep_original(
         with anyio.fail_after(_STORE_TIMEOUT):
             handle = await setting.keep_original_in.write(key, data)
     except Exception as exc:  # noqa: BLE001 - keeping the original is best effort; masking is not
-        from ._capability import OverflowingToolOutputWarning
-
         warnings.warn(
             f'The original of `{call.tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}',
             OverflowingToolOutputWarning,
