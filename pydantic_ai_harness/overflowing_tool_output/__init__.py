@@ -8,13 +8,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import stores as _stores
-from ._bands import Action, Band, Passthrough, Spill, Summarize, SummarizeFunc, Truncate, TruncationStrategy
-from ._capability import DEFAULT_SUMMARY_PROMPT, OverflowingToolOutput, default_bands
+from ._bands import (
+    Action,
+    Band,
+    Passthrough,
+    Spill,
+    Summarize,
+    SummarizeFunc,
+    Truncate,
+    TruncationStrategy,
+    default_bands,
+)
+from ._capability import OverflowingToolOutput
 from ._events import OverflowingToolOutputWarning, OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
 from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
-from ._summarize import OverflowConfigurationError
+from ._summarize import DEFAULT_SUMMARY_PROMPT, OverflowConfigurationError
 from ._tools import QueryLimits, build_query_toolset
 from .stores import (
     DeletableStore,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+
+from .._typing import is_instance, is_int
 
 __all__ = (
     'Action',
@@ -19,6 +21,8 @@ __all__ = (
     'SummarizeFunc',
     'Truncate',
     'TruncationStrategy',
+    'action_chain',
+    'default_bands',
     'sorted_bands',
 )
 
@@ -30,6 +34,9 @@ DEFAULT_PREVIEW_CHARS = 1_000
 
 MIN_TRUNCATE_CHARS = 200
 """Below this a truncation marker no longer fits with any useful text around it."""
+
+DEFAULT_THRESHOLD = 10_000
+"""The default band's threshold, in characters."""
 
 
 class TruncationStrategy(str, Enum):
@@ -75,13 +82,13 @@ class Truncate:
     """What to do when truncation cannot run (a binary payload)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.strategy, str) and not isinstance(self.strategy, TruncationStrategy):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if is_instance(self.strategy, str) and not is_instance(self.strategy, TruncationStrategy):
             try:
                 object.__setattr__(self, 'strategy', TruncationStrategy(self.strategy))
             except ValueError:
                 choices = ', '.join(repr(s.value) for s in TruncationStrategy)
                 raise ValueError(f'Truncate.strategy must be one of {choices}, got {self.strategy!r}') from None
-        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_int(self.max_chars):
             raise TypeError(f'Truncate.max_chars must be an int, got {type(self.max_chars).__name__}')
         if self.max_chars < MIN_TRUNCATE_CHARS:
             raise ValueError(
@@ -119,7 +126,7 @@ class Spill:
     """What to do when the store cannot take the write. `None` lets the original through (with a warning)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.preview_chars, bool) or not isinstance(self.preview_chars, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_int(self.preview_chars):
             raise TypeError(f'Spill.preview_chars must be an int, got {type(self.preview_chars).__name__}')
         if self.preview_chars < MIN_TRUNCATE_CHARS:
             raise ValueError(f'Spill.preview_chars must be at least {MIN_TRUNCATE_CHARS}, got {self.preview_chars}')
@@ -166,7 +173,7 @@ class Summarize:
     def __post_init__(self) -> None:
         _check_int(self.max_input_chars, 'Summarize.max_input_chars', 1_000)
         _check_int(self.max_chunks, 'Summarize.max_chunks', 1)
-        if not isinstance(self.keep_original, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_instance(self.keep_original, bool):
             raise TypeError(f'Summarize.keep_original must be True or False, got {self.keep_original!r}')
         _check_seconds(self.store_timeout, 'Summarize.store_timeout')
         if self.summarize is not None and not callable(self.summarize):
@@ -213,11 +220,11 @@ class Band:
     """What to do with a return in this band."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.over, bool) or not isinstance(self.over, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_int(self.over):
             raise TypeError(f'Band.over must be an int, got {type(self.over).__name__}')
         if self.over < 0:
             raise ValueError(f'Band.over must not be negative, got {self.over}')
-        if not isinstance(self.action, _ACTION_TYPES):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_instance(self.action, _ACTION_TYPES):
             raise TypeError(
                 f'Band.action must be Passthrough(), Truncate(), Spill() or Summarize(), got {type(self.action).__name__}'
             )
@@ -232,7 +239,7 @@ def sorted_bands(bands: Sequence[Band], where: str) -> tuple[Band, ...]:
     """
     seen: dict[int, int] = {}
     for index, band in enumerate(bands):
-        if not isinstance(band, Band):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_instance(band, Band):
             raise TypeError(f'{where}[{index}] must be a Band, got {type(band).__name__}')
         if band.over in seen:
             raise ValueError(
@@ -249,3 +256,15 @@ def pick_band(bands: tuple[Band, ...], size: int) -> Band | None:
         if size >= band.over:
             return band
     return None
+
+
+def action_chain(action: Action | None) -> Iterator[Action]:
+    """`action`, then its `then` fallback, and so on (a `Passthrough` ends the chain: it cannot fail)."""
+    while action is not None:
+        yield action
+        action = None if isinstance(action, Passthrough) else action.then
+
+
+def default_bands() -> list[Band]:
+    """The default: spill returns of 10,000 characters or more, truncating if the store fails."""
+    return [Band(over=DEFAULT_THRESHOLD, action=Spill(then=Truncate()))]

@@ -6,9 +6,9 @@ import difflib
 import inspect
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
 
-from ._bands import Action, Band, Passthrough, Spill, Summarize
+from .._typing import is_instance, is_mapping, is_sequence
+from ._bands import Action, Band, Spill, Summarize, action_chain
 
 __all__ = ('check_store', 'check_tool_filter', 'named_tools', 'unknown_tool_names', 'uses_store')
 
@@ -19,14 +19,14 @@ def check_tool_filter(selector: object) -> None:
     """Raise `TypeError` naming `tool_filter` unless `selector` is a `ToolSelector`."""
     if callable(selector) or isinstance(selector, str):
         return  # a str other than 'all' is one tool name, as `matches_tool_selector` reads it
-    if isinstance(selector, Mapping):
-        keys = list(cast('Mapping[Any, Any]', selector))
+    if is_mapping(selector):
+        keys = list(selector)
         bad_keys = [key for key in keys if not isinstance(key, str)]
         if bad_keys:
             raise TypeError(f'tool_filter as a metadata dict needs str keys, got {bad_keys[0]!r}')
         return
-    if isinstance(selector, Sequence) and not isinstance(selector, (bytes, bytearray)):
-        for index, item in enumerate(cast('Sequence[Any]', selector)):
+    if is_sequence(selector) and not isinstance(selector, (bytes, bytearray)):
+        for index, item in enumerate(selector):
             if not isinstance(item, str):
                 raise TypeError(
                     f'tool_filter[{index}] must be a tool name (str), got {type(item).__name__} {item!r}; '
@@ -38,10 +38,10 @@ def check_tool_filter(selector: object) -> None:
 
 def check_store(store: object) -> None:
     """Raise `TypeError` naming `store` unless it has the async `write` and `read` of `OverflowStore`."""
-    if isinstance(store, (str, bytes, os.PathLike)):
+    if is_instance(store, (str, bytes, os.PathLike)):
         raise TypeError(
             f'store must be a store object, not a path: pass store=LocalFileStore(base_dir=...); '
-            f'got {type(cast(object, store)).__name__} {cast(object, store)!r}'
+            f'got {type(store).__name__} {store!r}'
         )
     for name, signature in (('write', 'write(key: str, data: bytes) -> str'), ('read', 'read(handle: str) -> bytes')):
         method = getattr(store, name, None)
@@ -60,12 +60,13 @@ def uses_store(band_lists: Iterable[Sequence[Band]]) -> bool:
     """Whether any action reachable from the bands writes to the store (`Spill`, `Summarize(keep_original=True)`)."""
     for bands in band_lists:
         for band in bands:
-            action: Action | None = band.action
-            while action is not None:
-                if isinstance(action, Spill) or (isinstance(action, Summarize) and action.keep_original):
-                    return True
-                action = None if isinstance(action, Passthrough) else action.then
+            if any(_stores(action) for action in action_chain(band.action)):
+                return True
     return False
+
+
+def _stores(action: Action) -> bool:
+    return isinstance(action, Spill) or (isinstance(action, Summarize) and action.keep_original)
 
 
 def named_tools(selector: object) -> tuple[str, ...]:
@@ -74,8 +75,8 @@ def named_tools(selector: object) -> tuple[str, ...]:
         return ()
     if isinstance(selector, str):
         return (selector,)
-    if isinstance(selector, Sequence):
-        return tuple(item for item in cast('Sequence[Any]', selector) if isinstance(item, str))
+    if is_sequence(selector):
+        return tuple(item for item in selector if isinstance(item, str))
     return ()
 
 

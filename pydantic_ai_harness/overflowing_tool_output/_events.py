@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from opentelemetry import trace
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import CapabilityEvent, ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.tools import RunContext
+
+from .._typing import is_mapping
 
 __all__ = (
     'OverflowReduced',
@@ -17,6 +22,8 @@ __all__ = (
     'OverflowingToolOutputWarning',
     'logger',
     'overflow_report',
+    'report',
+    'warn',
 )
 
 logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
@@ -141,10 +148,9 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
         for part in message.parts:
             if not isinstance(part, ToolReturnPart):
                 continue
-            raw: object = part.metadata
-            if not isinstance(raw, Mapping):
+            metadata: object = part.metadata
+            if not is_mapping(metadata):
                 continue
-            metadata = cast('Mapping[str, Any]', raw)
             for prefix in (VALUE_PREFIX, CONTENT_PREFIX):
                 action = metadata.get(f'{prefix}_action')
                 if not isinstance(action, str):
@@ -205,3 +211,20 @@ def log_reduction(tool_name: str, event: OverflowReduced) -> None:
             'overflow_key': event.key,
         },
     )
+
+
+def warn(message: str) -> None:
+    """Log a fallback for operators and warn developers (once per message under Python's default filter)."""
+    # Logged every time, for operators; the warning is for developers and test suites that turn warnings into errors.
+    logger.warning(message)
+    warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
+
+
+async def report(ctx: RunContext[Any], tool_name: str, event: OverflowReduced) -> None:
+    """Tell the application: a typed event on the run's stream, a log record, attributes on the tool's span."""
+    log_reduction(tool_name, event)
+    record_on_span(event)
+    try:
+        await ctx.emit(event)
+    except UserError:
+        pass  # a hook called outside an agent run (tests, direct use) has no event stream

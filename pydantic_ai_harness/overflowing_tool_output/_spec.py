@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import fields
 from datetime import timedelta
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from typing_extensions import NotRequired, TypedDict
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+from .._typing import is_mapping, is_sequence
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
@@ -30,6 +34,7 @@ __all__ = (
 )
 
 _T = TypeVar('_T')
+_D = TypeVar('_D', bound='DataclassInstance')
 
 ActionSpec: TypeAlias = str | dict[str, dict[str, Any] | None]
 """`'Spill'`, or `{'Truncate': {'max_chars': 2000, 'strategy': 'tail', 'then': ...}}`."""
@@ -80,13 +85,14 @@ def parse_action(spec: Any, where: str) -> Action:
     """Parse `'Spill'` or `{'Truncate': {...}}` into an action."""
     if isinstance(spec, (Passthrough, Truncate, Spill, Summarize)):
         return spec
+    options: Mapping[str, Any] = {}
     if isinstance(spec, str):
-        name, options = spec, {}
-    elif isinstance(spec, Mapping) and len(cast('Mapping[str, Any]', spec)) == 1:
-        [(name, raw_options)] = cast('Mapping[str, Any]', spec).items()
-        if raw_options is not None and not isinstance(raw_options, Mapping):
+        name = spec
+    elif is_mapping(spec) and len(spec) == 1:
+        [(name, raw_options)] = spec.items()
+        if raw_options is not None and not is_mapping(raw_options):
             raise SpecError(f'{where}.{name}: expected a mapping of options, got {type(raw_options).__name__}')
-        options = cast('Mapping[str, Any]', raw_options or {})
+        options = raw_options or {}
     else:
         raise SpecError(
             f"{where}: expected an action name such as 'Spill' or a single-key mapping such as "
@@ -95,7 +101,7 @@ def parse_action(spec: Any, where: str) -> Action:
     cls = _ACTIONS.get(str(name).lower())
     if cls is None:
         raise SpecError(f'{where}: unknown action {name!r}; expected one of Passthrough, Truncate, Spill, Summarize')
-    kwargs: dict[str, Any] = dict(options)  # pyright: ignore[reportUnknownArgumentType]
+    kwargs: dict[str, Any] = dict(options)
     path = f'{where}.{cls.__name__}'
     allowed = {f.name for f in fields(cls)} - ({'summarize'} if cls is Summarize else set[str]())
     for key in kwargs:
@@ -114,9 +120,9 @@ def parse_band(spec: Any, where: str) -> Band:
     """Parse `{'over': N, 'action': ...}` into a band."""
     if isinstance(spec, Band):
         return spec
-    if not isinstance(spec, Mapping):
+    if not is_mapping(spec):
         raise SpecError(f"{where}: expected a mapping with 'over' and 'action', got {spec!r}")
-    band = cast('Mapping[str, Any]', spec)
+    band = spec
     unknown = set(band) - {'over', 'action'}
     if unknown:
         raise SpecError(f"{where}.{min(unknown)}: unknown field; a band has only 'over' and 'action'")
@@ -132,9 +138,9 @@ def parse_band(spec: Any, where: str) -> Band:
 
 def parse_bands(spec: Any, where: str) -> list[Band]:
     """Parse a list of bands."""
-    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence):
+    if isinstance(spec, (str, bytes)) or not is_sequence(spec):
         raise SpecError(f'{where}: expected a list of bands, got {type(spec).__name__}')
-    return [parse_band(item, f'{where}[{index}]') for index, item in enumerate(spec)]  # pyright: ignore[reportUnknownVariableType,reportUnknownArgumentType]
+    return [parse_band(item, f'{where}[{index}]') for index, item in enumerate(spec)]
 
 
 _DURATION = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$')
@@ -160,25 +166,26 @@ def parse_duration(value: Any, where: str) -> timedelta:
         ttl = normalize_ttl(value, where)
     except (TypeError, ValueError):
         raise SpecError(f'{where}: expected {accepted}, got {raw!r}') from None
-    return cast('timedelta', ttl)  # None was refused above
+    if ttl is None:  # normalize_ttl maps only None to None, and None was refused above
+        raise SpecError(f'{where}: expected {accepted}, got {raw!r}')
+    return ttl
 
 
 def parse_store(spec: Any, where: str) -> OverflowStore:
     """Build the store a spec describes: `{'base_dir': ..., 'cleanup_after': ...}` (a `LocalFileStore`), or
     `{'LocalFileStore' | 'RedisStore' | 'ObjectStore': {field: value}}`.
     """
-    if not isinstance(spec, Mapping):
+    if not is_mapping(spec):
         raise SpecError(
             f"{where}: expected a mapping such as {{'base_dir': '/var/tmp/spills', 'cleanup_after': '6h'}} "
             f"or {{'RedisStore': {{'url': 'redis://localhost:6379/0'}}}}"
         )
-    options = cast('Mapping[str, Any]', spec)
-    if len(options) == 1 and next(iter(options)) in _STORE_FIELDS:
-        [(kind, raw)] = options.items()
-        if raw is not None and not isinstance(raw, Mapping):
+    if len(spec) == 1 and next(iter(spec)) in _STORE_FIELDS:
+        [(kind, raw)] = spec.items()
+        if raw is not None and not is_mapping(raw):
             raise SpecError(f'{where}.{kind}: expected a mapping of options, got {type(raw).__name__}')
-        return _build_store(kind, cast('Mapping[str, Any]', raw or {}), f'{where}.{kind}')
-    return _build_store('LocalFileStore', options, where)
+        return _build_store(kind, raw or {}, f'{where}.{kind}')
+    return _build_store('LocalFileStore', spec, where)
 
 
 def _build_store(kind: str, options: Mapping[str, Any], where: str) -> OverflowStore:
@@ -226,10 +233,10 @@ def _object_store(kwargs: dict[str, Any], where: str) -> OverflowStore:
     backend_options: dict[str, Any] = {}
     for name in ('config', 'client_options'):
         value = kwargs.pop(name, None)
-        if value is not None and not isinstance(value, Mapping):
+        if value is not None and not is_mapping(value):
             raise SpecError(f'{where}.{name}: expected a mapping, got {type(value).__name__}')
         if value:
-            backend_options[name] = dict(cast('Mapping[str, Any]', value))
+            backend_options[name] = dict(value)
     url = kwargs.pop('url')
     try:
         backend = from_url(url, **backend_options)
@@ -269,11 +276,11 @@ def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
         return spec
     if isinstance(spec, int) and not isinstance(spec, bool):
         spec = {'max_size': spec}
-    elif not isinstance(spec, Mapping):
+    elif not is_mapping(spec):
         raise SpecError(
             f"{where}: expected a size such as 40000 or {{'max_size': 40000, 'action': 'Spill'}}, got {spec!r}"
         )
-    options = _known_fields(cast('Mapping[str, Any]', spec), ('action', 'max_size'), where)
+    options = _known_fields(spec, ('action', 'max_size'), where)
     if 'max_size' not in options:
         raise SpecError(f'{where}.max_size: missing')
     if options.get('action') is not None:
@@ -281,7 +288,7 @@ def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
     return _built(StepBudget, options, where)
 
 
-def _switch_options(spec: Any, setting: type[_T], where: str, example: str) -> _T | dict[str, Any] | None:
+def _switch_options(spec: Any, setting: type[_D], where: str, example: str) -> _D | dict[str, Any] | None:
     """A setting that is on, off, or on with options: `null` / `false` is off (`None`), an instance of `setting`
     passes through, `true` is its defaults (no options), and a mapping gives its fields, checked by name.
     """
@@ -291,9 +298,13 @@ def _switch_options(spec: Any, setting: type[_T], where: str, example: str) -> _
         return spec
     if spec is True:
         return {}
-    if not isinstance(spec, Mapping):
+    if not is_mapping(spec):
         raise SpecError(f'{where}: expected true, false or a mapping such as {example}, got {spec!r}')
-    return _known_fields(cast('Mapping[str, Any]', spec), {f.name for f in fields(cast(Any, setting))}, where)
+    return _known_fields(spec, _field_names(setting), where)
+
+
+def _field_names(setting: type[DataclassInstance]) -> set[str]:
+    return {f.name for f in fields(setting)}
 
 
 def _known_fields(spec: Mapping[str, Any], allowed: Collection[str], where: str) -> dict[str, Any]:

@@ -7,15 +7,19 @@ finished in, so a durable replay reduces exactly the same returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
+from .._typing import is_instance, is_int
 from ._bands import Action, Passthrough, Spill, Summarize, Truncate
+from ._events import VALUE_PREFIX
+from ._render import Rendered, render_value
+from ._unit import Reduced, reduction_notes, with_notes
 
-__all__ = ('STEP_ACTIONS', 'StepBudget', 'StepReturn', 'plan_step', 'step_calls', 'step_note')
+__all__ = ('STEP_ACTIONS', 'StepBudget', 'StepReturn', 'StepTools', 'fit_step', 'plan_step', 'step_calls', 'step_note')
 
 STEP_ACTIONS = {'spill': 'stored in full, with a preview here', 'truncate': 'truncated', 'summarize': 'summarized'}
 """The reductions the step budget applies, and how its note names each."""
@@ -43,9 +47,9 @@ class StepBudget:
     e.g. `Spill(preview_chars=500)`. A tool with `per_tool={name: []}` is never reduced."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_size, bool) or not isinstance(self.max_size, int) or self.max_size < 1:  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_int(self.max_size) or self.max_size < 1:
             raise ValueError(f'step_budget.max_size must be a positive int, got {self.max_size!r}')
-        if self.action is not None and not isinstance(self.action, (Spill, Truncate, Summarize, Passthrough)):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if self.action is not None and not is_instance(self.action, (Spill, Truncate, Summarize, Passthrough)):
             raise TypeError(
                 f'step_budget.action must be an action (Spill, Truncate, Summarize) or None, got {self.action!r}'
             )
@@ -95,3 +99,87 @@ def step_calls(messages: Sequence[Any]) -> tuple[ModelRequest, dict[str, tuple[i
     request, response = messages[-1], messages[-2]
     calls = {part.tool_call_id: (position, part) for position, part in enumerate(response.tool_calls)}
     return (request, calls) if calls else None
+
+
+@dataclass(frozen=True)
+class StepTools:
+    """What the step budget needs from the capability: how it measures, chooses and reduces."""
+
+    measure: Callable[[Rendered], int]
+    """The size of a rendered return, in the unit of the bands."""
+
+    action_for: Callable[[str], Action | None]
+    """The action a tool's return is reduced with, or `None` when that tool is never reduced."""
+
+    selected: Callable[[str], Awaitable[bool]]
+    """Whether the capability's `tool_filter` selects the tool."""
+
+    reduce: Callable[[ToolCallPart, Action, Rendered, Any], Awaitable[Reduced | None]]
+    """Reduce one return with one action (the capability's band loop, with that action as the only band)."""
+
+    exempt: Callable[[str], bool]
+    """Whether a tool's returns are never counted as reducible (the capability's own query tools)."""
+
+    unit: str
+    """`'characters'` or `'tokens'`, for the note."""
+
+
+async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools) -> ModelRequest | None:
+    """The last request with its largest tool returns reduced until the step fits, or `None` if it fits as it is."""
+    found = step_calls(messages)
+    if found is None:
+        return None
+    request, calls = found
+    returns: list[StepReturn] = []
+    parts: dict[int, tuple[int, ToolReturnPart, Rendered]] = {}  # position -> (index in request, part, rendered)
+    for index, part in enumerate(request.parts):
+        if not isinstance(part, ToolReturnPart) or part.tool_call_id not in calls:
+            continue
+        position = calls[part.tool_call_id][0]
+        rendered = render_value(part.content)
+        reducible = (
+            not tools.exempt(part.tool_name)
+            and part.outcome == 'success'
+            and not _reduced_already(part.metadata)
+            and tools.action_for(part.tool_name) is not None
+            and await tools.selected(part.tool_name)
+        )
+        returns.append(StepReturn(position, tools.measure(rendered), reducible))
+        parts[position] = (index, part, rendered)
+    total = sum(item.size for item in returns)
+    new_parts = list(request.parts)
+    # Rounds: reduce the largest (assuming each then costs nothing), measure what they became, and go on
+    # with the next largest while the step is still over. The order depends on sizes and positions only.
+    slots = {item.position: slot for slot, item in enumerate(returns)}
+    while plan := plan_step(returns, budget.max_size):
+        for position in plan:
+            index, part, rendered = parts[position]
+            slot = slots[position]
+            action = tools.action_for(part.tool_name)
+            reduced = (
+                None
+                if action is None
+                else await tools.reduce(calls[part.tool_call_id][1], action, rendered, part.content)
+            )
+            if reduced is None or reduced.action not in STEP_ACTIONS or not isinstance(reduced.value, str):
+                returns[slot] = replace(returns[slot], reducible=False)
+                continue
+            note = step_note(
+                calls=len(returns),
+                total=total,
+                budget=budget.max_size,
+                size=returns[slot].size,
+                action=STEP_ACTIONS[reduced.action],
+                unit=tools.unit,
+            )
+            content = note + reduced.value
+            returns[slot] = StepReturn(position, tools.measure(render_value(content)), reducible=False)
+            notes = {**reduction_notes(VALUE_PREFIX, reduced), 'overflow_step_budget': budget.max_size}
+            new_parts[index] = replace(part, content=content, metadata=with_notes(part.metadata, notes))
+    if new_parts == list(request.parts):
+        return None
+    return replace(request, parts=new_parts)
+
+
+def _reduced_already(metadata: object) -> bool:
+    return isinstance(metadata, Mapping) and f'{VALUE_PREFIX}_action' in metadata

@@ -10,18 +10,29 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from ._bands import TruncationStrategy
+from .._typing import is_dict, is_list, type_of
+from ._bands import Truncate, TruncationStrategy
 from ._markers import NARROWER_ADVICE, truncation_marker
 from ._render import Rendered
+from ._unit import ActionContext, Reduced
 
-__all__ = ('Cut', 'truncate_rendered', 'truncate_structured', 'truncate_text')
+__all__ = ('Cut', 'truncate', 'truncate_rendered', 'truncate_structured', 'truncate_text')
 
 _LINE_SNAP_FRACTION = 0.2
 """A cut moves to a line boundary when one lies within this fraction of the kept part (at most `_LINE_SNAP_MAX`)."""
 
 _LINE_SNAP_MAX = 400
+
+
+def truncate(action: Truncate, unit: ActionContext) -> tuple[Reduced | None, str]:
+    """`Truncate`: keep what fits in `action.max_chars`, with a marker saying what was cut; binary cannot be cut."""
+    if unit.rendered.kind == 'binary':
+        return None, 'binary data cannot be truncated'
+    cut = truncate_rendered(unit.rendered, action.max_chars, action.strategy)
+    # Advice to call the tool again with narrower arguments only fits a tool that takes some.
+    return Reduced(cut if unit.takes_arguments else cut.replace(NARROWER_ADVICE, ''), 'truncate'), ''
 
 
 @dataclass(frozen=True)
@@ -126,8 +137,8 @@ _AGAIN = f'omitted here and not kept{NARROWER_ADVICE}'
 def truncate_rendered(rendered: Rendered, max_chars: int, strategy: TruncationStrategy) -> str:
     """Truncate what `Truncate` reduces: valid JSON for a structured value, a cut text otherwise."""
     jsonable: object = rendered.jsonable
-    if rendered.kind == 'structured' and type(jsonable) in (list, dict):
-        structured = truncate_structured(cast('list[Any] | dict[str, Any]', jsonable), max_chars, strategy)
+    if rendered.kind == 'structured' and (is_list(jsonable) or is_dict(jsonable)):
+        structured = truncate_structured(jsonable, max_chars, strategy)
         if structured is not None:
             return structured
     return truncate_text(rendered.text, max_chars, strategy)
@@ -163,7 +174,7 @@ def _dump(value: Any) -> str:
 
 def _fit(value: Any, budget: int, strategy: TruncationStrategy) -> Any:
     """`value`, or a cut copy whose compact JSON takes about `budget` characters at most."""
-    kind = type(cast(object, value))
+    kind = type_of(value)
     if kind not in (list, dict, str) or (kind is str and len(value) + 2 <= budget):
         return value  # a number, a bool, null or a short string: nothing to cut
     if len(_dump(value)) <= budget:

@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
+from .._typing import is_dict, is_instance, is_list
 from ._events import OverflowingToolOutputWarning
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
+from ._unit import is_tool_return, with_notes
 
-__all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'build_redactor', 'withhold_secrets')
+__all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'SecretWithholding', 'build_withholding', 'withhold_secrets')
 
 WITHHELD_KEY = 'secrets_withheld'
 """Metadata key: how many secrets of each kind were withheld from the return."""
@@ -28,16 +31,31 @@ ORIGINAL_HANDLE_KEY = 'secrets_original_handle'
 _STORE_TIMEOUT = 10.0
 
 
-def build_redactor(setting: SecretRedaction | None) -> Redactor | None:
-    """The redactor for `redact_secrets`; a bad setting raises at construction, naming it."""
+@dataclass(frozen=True)
+class SecretWithholding:
+    """`redact_secrets` in force: the setting and the redactor built from it."""
+
+    setting: SecretRedaction
+    """What the user configured."""
+
+    redactor: Redactor
+    """The compiled rules."""
+
+    async def __call__(self, ctx: RunContext[Any], call: ToolCallPart, result: Any) -> Any:
+        """`result` with its secrets masked, or `result` itself (the same object) when it holds none."""
+        return await withhold_secrets(self.redactor, self.setting, ctx, call, result)
+
+
+def build_withholding(setting: SecretRedaction | None) -> SecretWithholding | None:
+    """What `redact_secrets` asks for; a bad setting raises at construction, naming it."""
     if setting is None:
         return None
-    if not isinstance(setting, SecretRedaction):  # pyright: ignore[reportUnnecessaryIsInstance]
+    if not is_instance(setting, SecretRedaction):
         raise TypeError(f'redact_secrets must be a SecretRedaction or None, got {type(setting).__name__}')
     if setting.keep_original_in is not None and not callable(getattr(setting.keep_original_in, 'write', None)):
         raise TypeError('redact_secrets.keep_original_in must be an OverflowStore (with an async write(key, data))')
     try:
-        return Redactor.from_setting(setting)
+        return SecretWithholding(setting, Redactor.from_setting(setting))
     except ImportError as exc:
         raise UserError(f'redact_secrets: {exc}') from None
 
@@ -47,8 +65,8 @@ async def withhold_secrets(
 ) -> Any:
     """`result` with its secrets masked, or `result` itself (the same object) when it holds none."""
     counts: Counter[str] = Counter()
-    if isinstance(result, ToolReturn):
-        envelope = cast('ToolReturn[Any]', result)
+    if is_tool_return(result):
+        envelope = result
         value = _mask_value(redactor, envelope.return_value, counts)
         content = _mask_content(redactor, envelope.content, counts)
         if not counts:
@@ -66,15 +84,10 @@ async def withhold_secrets(
         handle = await _keep_original(setting, ctx, call, original)
         if handle is not None:
             notes[ORIGINAL_HANDLE_KEY] = handle
-    if metadata is None:
-        metadata = notes
-    elif isinstance(metadata, Mapping):
-        metadata = {**cast('Mapping[str, Any]', metadata), **notes}
-    # Any other metadata object belongs to the application and is kept as it is.
     return ToolReturn[Any](
         return_value=value,
         content=content,
-        metadata=metadata,
+        metadata=with_notes(metadata, notes),
         tools=envelope.tools if envelope is not None else None,
     )
 
@@ -108,10 +121,10 @@ def _mask_leaves(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
         masked, found = redactor.mask(value)
         counts.update(found)
         return masked
-    if isinstance(value, dict):
-        return {key: _mask_leaves(redactor, item, counts) for key, item in cast('dict[str, Any]', value).items()}
-    if isinstance(value, list):
-        return [_mask_leaves(redactor, item, counts) for item in cast('list[Any]', value)]
+    if is_dict(value):
+        return {key: _mask_leaves(redactor, item, counts) for key, item in value.items()}
+    if is_list(value):
+        return [_mask_leaves(redactor, item, counts) for item in value]
     return value
 
 
@@ -122,10 +135,11 @@ def _mask_content(redactor: Redactor, content: Any, counts: Counter[str]) -> Any
         masked, found = redactor.mask(content)
         counts.update(found)
         return masked if found else content
-    items = cast('Sequence[Any]', content)
-    if all(isinstance(item, str) for item in items):
+    items: Sequence[Any] = content
+    texts = [item for item in items if isinstance(item, str)]
+    if len(texts) == len(items):
         # Masked as the one text they are read as, so a secret split across two parts is still found.
-        joined = '\n\n'.join(cast('Sequence[str]', items))
+        joined = '\n\n'.join(texts)
         masked, found = redactor.mask(joined)
         counts.update(found)
         return masked if found else content

@@ -25,14 +25,11 @@ from pydantic_ai_harness.overflowing_tool_output import (
     OverflowingToolOutputWarning,
     StreamedPayload,
 )
-from pydantic_ai_harness.overflowing_tool_output._capability import (
-    _PIECE_CHARS,
-    _PiecesStopped,
-    _Relay,
-)
+from pydantic_ai_harness.overflowing_tool_output._important_lines import ImportantLinesScan
 from pydantic_ai_harness.overflowing_tool_output._json_layout import LINE_BYTES
-from pydantic_ai_harness.overflowing_tool_output._preview import ImportantLinesScan, count_lines
+from pydantic_ai_harness.overflowing_tool_output._preview import count_lines
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output._spill_stream import PIECE_CHARS, PiecesStopped, Relay
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
 from pydantic_ai_harness.overflowing_tool_output.stores._protocol import StreamWritableStore
 
@@ -95,7 +92,7 @@ async def test_a_streamed_spill_stores_and_shows_exactly_what_a_plain_write_does
     assert streamed.returns()[0].metadata == plain.returns()[0].metadata
     handle = streamed.returns()[0].metadata['overflow_handle']
     expected = stored_form(render_value(value))[1]
-    assert len(expected) > 2 * _PIECE_CHARS  # several pieces, important lines in more than one
+    assert len(expected) > 2 * PIECE_CHARS  # several pieces, important lines in more than one
     assert await streamed_store.read(handle) == expected == await plain_store.read(handle)
     assert (
         f'{count_lines(expected.decode("utf-8", "surrogatepass"))} lines, {len(expected)} bytes' in streamed.returned()
@@ -144,10 +141,10 @@ async def test_a_stream_that_fails_midway_publishes_nothing(tmp_path: Path) -> N
 async def test_pieces_abandoned_before_their_end_are_never_published(tmp_path: Path) -> None:
     """A write whose deadline passed keeps running in its thread: it must fail, not publish part of the payload."""
     store = LocalFileStore(base_dir=tmp_path / 'spill')
-    relay = _Relay()
+    relay = Relay()
     pieces = relay.pieces()
     relay.abandon()
-    with pytest.raises(_PiecesStopped):
+    with pytest.raises(PiecesStopped):
         await store.write_stream('run/call/0', pieces)
     assert await store.list() == []
 
@@ -158,7 +155,7 @@ async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written
             raise RuntimeError('scan broke')
 
     store = LocalFileStore(base_dir=tmp_path / 'spill')
-    relay = _Relay()
+    relay = Relay()
     text = big_log()
     written = None
     async with anyio.create_task_group() as group:
@@ -174,7 +171,7 @@ async def test_a_preview_scan_that_fails_still_lets_the_whole_payload_be_written
 
 
 async def test_a_write_that_stops_early_releases_the_encoder_and_its_scanner() -> None:
-    relay = _Relay()
+    relay = Relay()
     scan = ImportantLinesScan(count_lines=False)
     text = big_log()
 
@@ -346,8 +343,8 @@ LARGE_ARRAYS: list[Any] = [
 @pytest.mark.parametrize('value', LARGE_ARRAYS, ids=range(len(LARGE_ARRAYS)))
 def test_a_large_array_is_sketched_from_a_sample_without_parsing_it(value: Any) -> None:
     """The sketch of the value itself (objects turned plain one sampled element at a time) is that of its JSON."""
-    from pydantic_ai_harness.overflowing_tool_output._capability import _shape_of
-    from pydantic_ai_harness.overflowing_tool_output._preview import shape_sketch
+    from pydantic_ai_harness.overflowing_tool_output._shape_sketch import shape_sketch
+    from pydantic_ai_harness.overflowing_tool_output._spill import _shape_of
 
     rendered = render_value(value)
     assert rendered.layout is not None

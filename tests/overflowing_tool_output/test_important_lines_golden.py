@@ -15,15 +15,15 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output import _preview
-from pydantic_ai_harness.overflowing_tool_output._preview import (
+from pydantic_ai_harness.overflowing_tool_output import _important_lines
+from pydantic_ai_harness.overflowing_tool_output._important_lines import (
     _EXCERPT_BEFORE,
     _EXCERPT_BYTES,
     _IMPORTANT,
-    _LINE_CHARS,
     _MAX_IMPORTANT,
     _MAX_MATCHES_SCANNED,
     _RANKS,
+    LINE_CHARS,
     ImportantLine,
     ImportantLinesScan,
     _HyperscanFinder,
@@ -54,7 +54,7 @@ def reference_important_lines(text: str | bytes) -> tuple[list[ImportantLine], b
             start = data.rfind(b'\n', max(end, 0), at) + 1
             found = data.find(b'\n', at)
             end = found if found != -1 else len(data)
-        long_line = end - start > _LINE_CHARS
+        long_line = end - start > LINE_CHARS
         if same_line and (not long_line or at < shown_until):
             continue
         if not same_line:
@@ -91,7 +91,7 @@ FINDERS = _finders()
 @pytest.fixture(params=FINDERS, ids=lambda finder: type(finder).__name__)
 def finder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> _LiteralFinder:
     chosen: _LiteralFinder = request.param
-    monkeypatch.setattr(_preview, '_literal_finder', lambda: chosen)
+    monkeypatch.setattr(_important_lines, '_literal_finder', lambda: chosen)
     return chosen
 
 
@@ -258,9 +258,9 @@ _FRAGMENTS = [
 )
 def test_generated_payloads_select_the_same(parts: list[str], block: int, window: int) -> None:
     payload = ''.join(parts)
-    saved = _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW
+    saved = _important_lines._PREFILTER_BLOCK, _important_lines._FIND_WINDOW
     # Small regions and finder windows put their edges everywhere in these small payloads.
-    _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW = block, window
+    _important_lines._PREFILTER_BLOCK, _important_lines._FIND_WINDOW = block, window
     try:
         for chosen in FINDERS:
             scan = ImportantLinesScan()
@@ -268,4 +268,4 @@ def test_generated_payloads_select_the_same(parts: list[str], block: int, window
             scan.feed(payload.encode('utf-8', 'surrogatepass'))
             assert scan.result() == reference_important_lines(payload)
     finally:
-        _preview._PREFILTER_BLOCK, _preview._FIND_WINDOW = saved
+        _important_lines._PREFILTER_BLOCK, _important_lines._FIND_WINDOW = saved
