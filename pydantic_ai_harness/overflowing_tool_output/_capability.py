@@ -35,7 +35,16 @@ from ._bands import (
     sorted_bands,
 )
 from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
-from ._events import OverflowingToolOutputWarning, OverflowRunSummary, logger, overflow_report, report, warn
+from ._events import (
+    VALUE_PREFIX,
+    OverflowingToolOutputWarning,
+    OverflowRunSummary,
+    logger,
+    overflow_report,
+    report,
+    warn,
+)
+from ._failure_text import reduce_failures
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value
 from ._secrets import SecretRedaction
@@ -73,9 +82,10 @@ from ._unit import (
     not_smaller,
     reassemble,
     reduced_event,
+    reduction_notes,
     unit_key,
 )
-from ._withhold import SecretWithholding, build_withholding
+from ._withhold import WITHHELD_KEY, SecretWithholding, build_withholding
 from .stores import LocalFileStore, OverflowStore
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
@@ -180,6 +190,13 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self._resolved_store = self.store if self.store is not None else LocalFileStore()
         self._summary_locks = RunLocks()
         self._withholding = build_withholding(self.redact_secrets)
+        if self._withholding is not None and _same_store(
+            self._withholding.setting.keep_original_in, self._resolved_store
+        ):
+            raise ValueError(
+                'redact_secrets.keep_original_in is the store the query tools read from (`store`): the model could '
+                'read the originals back, secrets and all. Give keep_original_in a store of its own.'
+            )
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
@@ -316,16 +333,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Hold the tool returns of the response just answered to `step_budget`, reducing the largest first."""
-        if self.step_budget is None:
-            return request_context
+        """Hold the request about to be sent to the rules of a return: its failure texts (`ModelRetry`,
+        `ToolFailed`) masked and reduced, and the tool returns of the step held to `step_budget`, largest first.
+        """
         old = ctx.messages[-1] if ctx.messages else None
         try:
-            new = await fit_step(ctx.messages, self.step_budget, self._step_tools(ctx, self.step_budget))
+            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx))
+            if self.step_budget is not None:
+                messages = ctx.messages if new is None else [*ctx.messages[:-1], new]
+                new = await fit_step(messages, self.step_budget, self._step_tools(ctx, self.step_budget)) or new
         except OverflowConfigurationError:
             raise
+        except OverflowingToolOutputWarning:
+            raise
         except Exception as exc:  # noqa: BLE001 - the run must never die here
-            warn(f'OverflowingToolOutput could not apply step_budget and left the step as it was: {exc!r}')
+            warn(f'OverflowingToolOutput could not hold the request to its bands and left it as it was: {exc!r}')
             return request_context
         if new is None:
             return request_context
@@ -382,6 +404,27 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if new_value is None and new_content is None:
             return result
         return reassemble(envelope, value, content, new_value, new_content)
+
+    async def _reduce_failure(
+        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, text: str
+    ) -> tuple[str, dict[str, Any]] | None:
+        """A failure text a tool sent (`ModelRetry`, `ToolFailed`), masked and reduced as a return would be."""
+        if call.tool_name in QUERY_TOOL_NAMES:
+            return None  # our own query tools: their guidance is already bounded
+        if not await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=call.tool_name)):
+            return None
+        notes: dict[str, Any] = {}
+        masked = text
+        if self._withholding is not None:
+            masked, withheld = await off_loop(ctx, partial(self._withholding.mask_text, text), large=large_text(text))
+            if withheld:
+                notes[WITHHELD_KEY] = withheld
+        reduced = await self._reduce_unit(
+            ctx, call, self.bands_for(call.tool_name), Rendered('text', masked), masked, 'return_value'
+        )
+        if reduced is not None and isinstance(reduced.value, str):
+            return reduced.value, {**notes, **reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))}
+        return (masked, notes) if notes else None
 
     async def _reduce_unit(
         self,
@@ -557,6 +600,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         this runs in place or in a durable unit: the caller adds it.
         """
         return await summarize_in_place(self._summarize_actions[action_index], ctx, request)
+
+
+def _same_store(kept_in: object, store: OverflowStore) -> bool:
+    """Whether `kept_in` is `store`, or a `LocalFileStore` over the same directory."""
+    if kept_in is store:
+        return True
+    return (
+        isinstance(kept_in, LocalFileStore)
+        and isinstance(store, LocalFileStore)
+        and kept_in.root_path == store.root_path
+    )
 
 
 def _query_toolset(store: OverflowStore, spill: WorkspaceSpill) -> AbstractToolset[Any]:

@@ -21,6 +21,10 @@ from ._unit import Reduced, reduction_notes, with_notes
 
 __all__ = ('STEP_ACTIONS', 'StepBudget', 'StepReturn', 'StepTools', 'fit_step', 'plan_step', 'step_calls', 'step_note')
 
+_REDUCIBLE_OUTCOMES = ('success', 'retried', 'failed')
+"""Returns whose text the tool wrote: its result, or its own `ModelRetry` / `ToolFailed` message. (Denied and
+interrupted calls carry a short text of pydantic-ai's.)"""
+
 STEP_ACTIONS = {'spill': 'stored in full, with a preview here', 'truncate': 'truncated', 'summarize': 'summarized'}
 """The reductions the step budget applies, and how its note names each."""
 
@@ -139,7 +143,7 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
         rendered = render_value(part.content)
         reducible = (
             not tools.exempt(part.tool_name)
-            and part.outcome == 'success'
+            and part.outcome in _REDUCIBLE_OUTCOMES
             and not _reduced_already(part.metadata)
             and tools.action_for(part.tool_name) is not None
             and await tools.selected(part.tool_name)

@@ -45,6 +45,11 @@ class SecretWithholding:
         """`result` with its secrets masked, or `result` itself (the same object) when it holds none."""
         return await withhold_secrets(self.redactor, self.setting, ctx, call, result)
 
+    def mask_text(self, text: str) -> tuple[str, dict[str, int]]:
+        """`text` with its secrets masked, and how many of each kind were withheld."""
+        masked, found = self.redactor.mask(text)
+        return (masked, dict(found)) if found else (text, {})
+
 
 def build_withholding(setting: SecretRedaction | None) -> SecretWithholding | None:
     """What `redact_secrets` asks for; a bad setting raises at construction, naming it."""
