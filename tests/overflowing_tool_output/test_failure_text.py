@@ -73,7 +73,7 @@ async def test_a_megabyte_of_failure_text_with_a_token_is_masked_and_reduced(tmp
     assert not leaked(GITHUB, str(nested.input_history))
     assert overflow_report(result.all_messages()).reduced == 1
     # Lossless: the stored text is the masked failure text, in full.
-    stored_bytes = await capability._resolved_store.read(part.metadata['overflow_handle'])  # pyright: ignore[reportPrivateUsage]
+    stored_bytes = await capability._resolved_store.read(part.metadata['overflow_handle'])
     assert stored_bytes.count(b'trace line\n') == 100_000
     assert GITHUB.encode() not in stored_bytes
 
@@ -121,8 +121,9 @@ async def test_the_step_budget_counts_and_reduces_failure_texts(tmp_path: Path) 
     parts = {p.tool_name: p for p in tool_texts(seen[1])}
     assert parts['ok'].content == 'fine\n' * 1_500
     assert parts['bad'].outcome == 'failed'
-    assert parts['bad'].content.startswith('[Step budget: the 2 tool results of this step came to 16300 characters')
-    assert sum(len(p.content) for p in parts.values()) <= 12_000
+    texts = {name: str(part.content) for name, part in parts.items()}
+    assert texts['bad'].startswith('[Step budget: the 2 tool results of this step came to 16300 characters')
+    assert sum(map(len, texts.values())) <= 12_000
 
 
 def test_keeping_originals_in_the_query_tools_store_is_refused(tmp_path: Path) -> None:
