@@ -6,16 +6,18 @@ import json
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import anyio
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ToolCallPart, ToolReturn
+from pydantic_ai.messages import BinaryContent, ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
-from .._typing import is_dict, is_instance, is_list
+from .._typing import is_bytes_like, is_dict, is_instance, is_list
 from ._events import OverflowingToolOutputWarning
+from ._offload import off_loop
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 from ._unit import is_tool_return, with_notes
@@ -29,6 +31,14 @@ ORIGINAL_HANDLE_KEY = 'secrets_original_handle'
 """Metadata key: where `SecretRedaction.keep_original_in` stored the original."""
 
 _STORE_TIMEOUT = 10.0
+
+_BINARY_SNIFF_BYTES = 8 * 1024
+"""Bytes with a NUL this early are taken for binary data, not text with some invalid UTF-8."""
+
+_TEXT_MEDIA_TYPES = frozenset({'application/json', 'application/xml', 'application/yaml', 'application/x-yaml'})
+
+_IN_PLACE_CHARS = 32 * 1024
+"""Texts up to this size are masked on the event loop (a thread hop would cost more); larger ones in a worker."""
 
 
 @dataclass(frozen=True)
@@ -68,33 +78,47 @@ def build_withholding(setting: SecretRedaction | None) -> SecretWithholding | No
 async def withhold_secrets(
     redactor: Redactor, setting: SecretRedaction, ctx: RunContext[Any], call: ToolCallPart, result: Any
 ) -> Any:
-    """`result` with its secrets masked, or `result` itself (the same object) when it holds none."""
-    counts: Counter[str] = Counter()
-    if is_tool_return(result):
-        envelope = result
-        value = _mask_value(redactor, envelope.return_value, counts)
-        content = _mask_content(redactor, envelope.content, counts)
-        if not counts:
-            return envelope
-        metadata: Any = envelope.metadata
-        original: Any = envelope.return_value
-    else:
-        value = _mask_value(redactor, result, counts)
-        if not counts:
-            return result
-        content, metadata, original = None, None, result
-        envelope = None
-    notes: dict[str, Any] = {WITHHELD_KEY: dict(counts)}
+    """`result` with its secrets masked, or `result` itself (the same object) when it holds none.
+
+    A large result is masked in a worker thread (rendering, matching and parsing a 10 MB document take a while), so
+    the event loop keeps serving the run's other tasks.
+    """
+    envelope = result if is_tool_return(result) else None
+    value = envelope.return_value if envelope is not None else result
+    content = envelope.content if envelope is not None else None
+    large = _large(value) or _large(content)
+    masked = await off_loop(ctx, partial(_masked, redactor, value, content), large=large)
+    if masked is None:
+        return result
+    new_value, new_content, counts = masked
+    notes: dict[str, Any] = {WITHHELD_KEY: counts}
     if setting.keep_original_in is not None:
-        handle = await _keep_original(setting, ctx, call, original)
+        handle = await _keep_original(setting, ctx, call, value)
         if handle is not None:
             notes[ORIGINAL_HANDLE_KEY] = handle
     return ToolReturn[Any](
-        return_value=value,
-        content=content,
-        metadata=with_notes(metadata, notes),
+        return_value=new_value,
+        content=new_content,
+        metadata=with_notes(envelope.metadata if envelope is not None else None, notes),
         tools=envelope.tools if envelope is not None else None,
     )
+
+
+def _masked(redactor: Redactor, value: Any, content: Any) -> tuple[Any, Any, dict[str, int]] | None:
+    """The value and content with their secrets masked, and the counts; `None` when they hold none."""
+    counts: Counter[str] = Counter()
+    new_value = _mask_value(redactor, value, counts)
+    new_content = _mask_content(redactor, content, counts)
+    return (new_value, new_content, dict(counts)) if counts else None
+
+
+def _large(value: object) -> bool:
+    """Whether masking `value` may hold up the event loop: anything but a short text (or none)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return False
+    if isinstance(value, str) or is_bytes_like(value):
+        return len(value) > _IN_PLACE_CHARS
+    return True  # a structured value is rendered, matched and parsed back: off the loop, whatever its size
 
 
 def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
@@ -102,6 +126,11 @@ def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
         masked, found = redactor.mask(value)
         counts.update(found)
         return masked if found else value
+    if is_bytes_like(value):
+        return _mask_bytes(redactor, bytes(value), counts, value)
+    if isinstance(value, BinaryContent) and _is_text_media(value.media_type):
+        data = _mask_bytes(redactor, value.data, counts, value.data)
+        return value if data is value.data else replace(value, data=data)
     rendered = render_value(value)
     if rendered.kind == 'text':
         masked, found = redactor.mask(rendered.text)
@@ -119,6 +148,29 @@ def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
     except ValueError:
         # A match crossed the JSON syntax: mask each string on its own instead.
         return _mask_leaves(redactor, rendered.jsonable, Counter())
+
+
+def _mask_bytes(redactor: Redactor, data: bytes, counts: Counter[str], unchanged: Any) -> Any:
+    """Bytes that read as text (what `subprocess.check_output` returns) masked as text; `unchanged` if none found.
+
+    Bytes that are not UTF-8 are read byte for byte where they are not (surrogate escapes), unless they look
+    binary (a NUL byte early on): those are data, not text, and are passed on as they are.
+    """
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError:
+        if b'\x00' in data[:_BINARY_SNIFF_BYTES]:
+            return unchanged
+        text = data.decode('utf-8', 'surrogateescape')
+    masked, found = redactor.mask(text)
+    if not found:
+        return unchanged
+    counts.update(found)
+    return masked.encode('utf-8', 'surrogateescape')
+
+
+def _is_text_media(media_type: str) -> bool:
+    return media_type.startswith('text/') or media_type in _TEXT_MEDIA_TYPES
 
 
 def _mask_leaves(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:

@@ -1,0 +1,92 @@
+"""Redaction as the capability applies it: every return type, and off the event loop for large returns."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, BinaryContent, models
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, SecretRedaction
+
+from ._loop_lag import watch_loop
+
+models.ALLOW_MODEL_REQUESTS = False
+pytestmark = [pytest.mark.anyio, pytest.mark.reliability]
+
+GITHUB = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
+
+
+def leaked(secret: str, data: str | bytes) -> bool:
+    """Whether any 8 characters of `secret` in a row are still readable in `data`."""
+    needle = secret if isinstance(data, str) else secret.encode()
+    return any(needle[i : i + 8] in data for i in range(len(secret) - 7))  # pyright: ignore[reportOperatorIssue]
+
+
+async def run_one(result: object, tmp_path: Path) -> tuple[ToolReturnPart, OverflowingToolOutput[Any]]:
+    """One real run whose tool returns `result`; the part the model was sent, and the capability."""
+    seen: list[list[ModelMessage]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[ToolCallPart('env', {})] if len(seen) == 1 else [TextPart('done')])
+
+    capability = OverflowingToolOutput[Any](store=LocalFileStore(base_dir=tmp_path), redact_secrets=SecretRedaction())
+    agent = Agent(FunctionModel(respond), capabilities=[capability])
+    agent.tool_plain(name='env')(lambda: result)
+    await agent.run('go')
+    [part] = [p for m in seen[1] if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    return part, capability
+
+
+async def test_a_small_bytes_return_reaches_the_model_masked(tmp_path: Path) -> None:
+    env = f'HOME=/root\nGITHUB_TOKEN={GITHUB}\nPATH=/usr/bin\n'.encode()
+    part, _ = await run_one(env, tmp_path)
+    assert isinstance(part.content, bytes)
+    assert part.content == b'HOME=/root\nGITHUB_TOKEN=[secret withheld: GitHub Token]\nPATH=/usr/bin\n'
+    assert not leaked(GITHUB, part.model_response_str())
+    assert not leaked(GITHUB, base64.b64decode(part.model_response_str()))
+
+
+async def test_a_large_bytes_return_is_stored_masked(tmp_path: Path) -> None:
+    env = (f'GITHUB_TOKEN={GITHUB}\n' + 'X=1\n' * 15_000).encode()  # 60 KB: spilled
+    part, capability = await run_one(env, tmp_path)
+    assert isinstance(part.metadata, dict) and part.metadata['secrets_withheld'] == {'GitHub Token': 1}
+    stored = await capability._resolved_store.read(part.metadata['overflow_handle'])
+    assert not leaked(GITHUB, stored)
+    assert stored.count(b'X=1\n') == 15_000
+
+
+async def test_bytes_that_are_not_utf8_text_keep_their_other_bytes(tmp_path: Path) -> None:
+    data = b'caf\xe9 latin-1 line\n' + f'token={GITHUB}\n'.encode() + b'\xff\xfe end\n'
+    part, _ = await run_one(data, tmp_path)
+    assert part.content == b'caf\xe9 latin-1 line\ntoken=[secret withheld: GitHub Token]\n\xff\xfe end\n'
+
+
+async def test_binary_data_is_passed_on_as_it_is(tmp_path: Path) -> None:
+    data = b'\x89PNG\r\n\x1a\n\x00\x00' + GITHUB.encode() + b'\x00' * 10
+    part, _ = await run_one(data, tmp_path)
+    assert part.content == data  # a NUL early on: data, not text
+
+
+async def test_text_binary_content_is_masked(tmp_path: Path) -> None:
+    part, _ = await run_one(BinaryContent(data=f'key: {GITHUB}\n'.encode(), media_type='text/plain'), tmp_path)
+    assert isinstance(part.content, BinaryContent)
+    assert part.content.data == b'key: [secret withheld: GitHub Token]\n'
+
+
+async def test_masking_a_10_mb_structured_return_does_not_hold_the_loop(tmp_path: Path) -> None:
+    rows = [{'id': i, 'note': 'ordinary row text ' * 4, 'owner': f'user{i}'} for i in range(100_000)]
+    rows[50_000]['note'] = f'token {GITHUB}'
+    assert len(json.dumps(rows)) > 10_000_000
+    async with watch_loop() as lag:
+        part, capability = await run_one(rows, tmp_path)
+    assert isinstance(part.metadata, dict) and part.metadata['secrets_withheld'] == {'GitHub Token': 1}
+    stored = await capability._resolved_store.read(part.metadata['overflow_handle'])
+    assert not leaked(GITHUB, stored)
+    assert lag.worst < 0.1, f'the event loop was held {lag.worst * 1000:.0f} ms'
