@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import BinaryContent, ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
+from .._gil import hand_over
 from .._typing import is_bytes_like, is_dict, is_instance, is_list
 from ._events import OverflowingToolOutputWarning
 from ._offload import off_loop
@@ -144,7 +146,7 @@ def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
     counts.update(found)
     try:
         # The masked JSON, parsed back: the model reads the same document, with markers where secrets were.
-        return json.loads(masked)
+        return _loads_in_steps(masked)
     except ValueError:
         # A match crossed the JSON syntax: mask each string on its own instead.
         return _mask_leaves(redactor, rendered.jsonable, Counter())
@@ -171,6 +173,59 @@ def _mask_bytes(redactor: Redactor, data: bytes, counts: Counter[str], unchanged
 
 def _is_text_media(media_type: str) -> bool:
     return media_type.startswith('text/') or media_type in _TEXT_MEDIA_TYPES
+
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r'[ \t\n\r]*')
+
+
+def _loads_in_steps(text: str, depth: int = 2) -> Any:
+    """`json.loads`, one array element or object member at a time, handing the GIL over in between.
+
+    One `json.loads` of a 10 MB document is a single C call that holds the GIL some 200 ms, and with it the event
+    loop; parsed piece by piece it is about the same work, in short calls. Arrays are parsed one whole element at a
+    time; objects (`{'items': [...]}`) are entered `depth` levels deep, so the array inside is too.
+    """
+    value, end = _parse_at(text, _skip(text, 0), depth)
+    if _skip(text, end) != len(text):
+        raise ValueError('extra data after the JSON value')
+    return value
+
+
+def _parse_at(text: str, index: int, depth: int) -> tuple[Any, int]:
+    opening = text[index : index + 1]
+    if depth <= 0 or opening not in ('[', '{'):
+        return _DECODER.raw_decode(text, index)
+    closing = ']' if opening == '[' else '}'
+    items: list[Any] = []
+    members: dict[str, Any] = {}
+    index = _skip(text, index + 1)
+    if text[index : index + 1] == closing:
+        return (items if opening == '[' else members), index + 1
+    while True:
+        hand_over()
+        if opening == '[':
+            item, index = _DECODER.raw_decode(text, index)  # an element: one short call (rows are small)
+            items.append(item)
+        else:
+            key, index = _DECODER.raw_decode(text, index)
+            index = _skip(text, index)
+            if not isinstance(key, str) or text[index : index + 1] != ':':
+                raise ValueError(f'expected a member name and a colon at {index}')
+            members[key], index = _parse_at(text, _skip(text, index + 1), depth - 1)
+        index = _skip(text, index)
+        separator = text[index : index + 1]
+        if separator == closing:
+            return (items if opening == '[' else members), index + 1
+        if separator != ',':
+            raise ValueError(f'expected , or {closing} at {index}')
+        index = _skip(text, index + 1)
+
+
+def _skip(text: str, index: int) -> int:
+    """The index of the first character at or after `index` that is not JSON white space."""
+    found = _WHITESPACE.match(text, index)
+    return found.end() if found is not None else index
 
 
 def _mask_leaves(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:

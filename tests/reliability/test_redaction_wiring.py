@@ -8,16 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from pydantic_ai import Agent, BinaryContent, models
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, SecretRedaction
+from pydantic_ai_harness.overflowing_tool_output._withhold import _loads_in_steps
 
 from ._loop_lag import watch_loop
 
 models.ALLOW_MODEL_REQUESTS = False
-pytestmark = [pytest.mark.anyio, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 
 GITHUB = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
 
@@ -44,6 +46,7 @@ async def run_one(result: object, tmp_path: Path) -> tuple[ToolReturnPart, Overf
     return part, capability
 
 
+@pytest.mark.anyio
 async def test_a_small_bytes_return_reaches_the_model_masked(tmp_path: Path) -> None:
     env = f'HOME=/root\nGITHUB_TOKEN={GITHUB}\nPATH=/usr/bin\n'.encode()
     part, _ = await run_one(env, tmp_path)
@@ -53,6 +56,7 @@ async def test_a_small_bytes_return_reaches_the_model_masked(tmp_path: Path) -> 
     assert not leaked(GITHUB, base64.b64decode(part.model_response_str()))
 
 
+@pytest.mark.anyio
 async def test_a_large_bytes_return_is_stored_masked(tmp_path: Path) -> None:
     env = (f'GITHUB_TOKEN={GITHUB}\n' + 'X=1\n' * 15_000).encode()  # 60 KB: spilled
     part, capability = await run_one(env, tmp_path)
@@ -62,24 +66,28 @@ async def test_a_large_bytes_return_is_stored_masked(tmp_path: Path) -> None:
     assert stored.count(b'X=1\n') == 15_000
 
 
+@pytest.mark.anyio
 async def test_bytes_that_are_not_utf8_text_keep_their_other_bytes(tmp_path: Path) -> None:
     data = b'caf\xe9 latin-1 line\n' + f'token={GITHUB}\n'.encode() + b'\xff\xfe end\n'
     part, _ = await run_one(data, tmp_path)
     assert part.content == b'caf\xe9 latin-1 line\ntoken=[secret withheld: GitHub Token]\n\xff\xfe end\n'
 
 
+@pytest.mark.anyio
 async def test_binary_data_is_passed_on_as_it_is(tmp_path: Path) -> None:
     data = b'\x89PNG\r\n\x1a\n\x00\x00' + GITHUB.encode() + b'\x00' * 10
     part, _ = await run_one(data, tmp_path)
     assert part.content == data  # a NUL early on: data, not text
 
 
+@pytest.mark.anyio
 async def test_text_binary_content_is_masked(tmp_path: Path) -> None:
     part, _ = await run_one(BinaryContent(data=f'key: {GITHUB}\n'.encode(), media_type='text/plain'), tmp_path)
     assert isinstance(part.content, BinaryContent)
     assert part.content.data == b'key: [secret withheld: GitHub Token]\n'
 
 
+@pytest.mark.anyio
 async def test_masking_a_10_mb_structured_return_does_not_hold_the_loop(tmp_path: Path) -> None:
     rows = [{'id': i, 'note': 'ordinary row text ' * 4, 'owner': f'user{i}'} for i in range(100_000)]
     rows[50_000]['note'] = f'token {GITHUB}'
@@ -90,3 +98,25 @@ async def test_masking_a_10_mb_structured_return_does_not_hold_the_loop(tmp_path
     stored = await capability._resolved_store.read(part.metadata['overflow_handle'])
     assert not leaked(GITHUB, stored)
     assert lag.worst < 0.1, f'the event loop was held {lag.worst * 1000:.0f} ms'
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=40,
+    ),
+    indent=st.sampled_from([None, 2]),
+)
+def test_the_stepwise_parse_of_masked_json_reads_what_json_loads_reads(value: object, indent: int | None) -> None:
+    text = json.dumps(value, indent=indent)
+    assert _loads_in_steps(text) == json.loads(text)
+
+
+@pytest.mark.parametrize('bad', ['[1,2', '{"a" 1}', '[1 2]', '{"a":1,}', '[1]x', '', '{1: 2}'])
+def test_the_stepwise_parse_refuses_what_json_loads_refuses(bad: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(bad)
+    with pytest.raises(ValueError):
+        _loads_in_steps(bad)
