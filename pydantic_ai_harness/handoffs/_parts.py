@@ -47,7 +47,7 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 
-from ._transcript import TranscriptItem, dumps, render_item
+from ._transcript import TranscriptItem, dumps, is_summary_candidate, render_item
 
 __all__ = (
     'PARENT_STATE_PARTS',
@@ -452,7 +452,8 @@ def answers_tool_calls(message: ModelMessage) -> bool:
 
 
 def _as_content_list(part: ModelRequestPart) -> ModelRequestPart:
-    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+    """A text user prompt that starts like a handoff summary, as a one-item content list; any other part as it is."""
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and is_summary_candidate(part.content):
         return dataclasses.replace(part, content=[part.content])
     return part
 
@@ -461,10 +462,11 @@ def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
     """A copy of `message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
 
     A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
-    A request that answered tool calls and keeps none of its tool returns has its text user prompts (tool output,
-    `ToolReturn.content`) turned into one-item content lists: the model reads the same text, but only a plain
-    string prompt is ever read as a handoff summary, and the list survives pydantic-ai merging the request into its
-    neighbours (which drops message `metadata`), so tool output never passes for user input.
+    Kept parts are left as they were, with one exception: in a request that answered tool calls and keeps none of its
+    tool returns, a text user prompt (tool output, `ToolReturn.content`) that starts like a handoff summary becomes a
+    one-item content list. The model reads the same text, but only a plain string prompt is ever read as a summary,
+    and the list survives pydantic-ai merging the request into its neighbours (which drops message `metadata`), so
+    tool output never passes for a summary of the conversation.
     The parts must come from `message` (they are not checked again); `message` itself is never mutated.
     """
     state = getattr(message, '__dict__', None)
