@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
+from ._config import SummaryRole, check_flag, check_history_mapper, check_input_filter, check_summary_role
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import (
     apply_handoff_input_filter,
@@ -22,7 +22,6 @@ from ._delegation import (
     return_ids,
     without_system_prompts,
 )
-from ._nesting import SummaryRole, check_summary_role
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -69,11 +68,11 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     history."""
 
     def __post_init__(self) -> None:
-        if self.input_filter is not None and not callable(self.input_filter):
-            raise UserError(f'Invalid input filter: {self.input_filter}')
+        check_input_filter(self.input_filter)
+        check_flag('nest_handoff_history', self.nest_handoff_history)
+        check_history_mapper(self.history_mapper)
         check_summary_role(self.summary_role)
-        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
+        check_flag('forward_system_prompt', self.forward_system_prompt)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

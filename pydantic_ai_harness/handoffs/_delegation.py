@@ -31,8 +31,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 
+from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._nesting import SummaryRole, check_max_record_chars, check_summary_role, nest_handoff_history as _nest
+from ._nesting import nest_handoff_history as _nest
 from ._parts import PARENT_STATE_PARTS, Part, keep_parts, rewrap
 from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
 
@@ -61,42 +62,6 @@ _SERVER_MANAGED_NEST_WARNING = (
     'Disabling nested handoff history and continuing with delta-only input.'
 )
 _STRIPPED_STATE = (*PARENT_STATE_PARTS, ToolAvailabilityDeltaPart)
-
-
-@dataclass(frozen=True)
-class HandoffConfig:
-    """Run-level handoff settings, the analogue of the OpenAI Agents SDK's `RunConfig` handoff fields.
-
-    Values passed to [`delegate`][pydantic_ai_harness.handoffs.delegate] directly take precedence.
-    """
-
-    input_filter: HandoffInputFilter | None = None
-    """The filter used when `delegate` is not given one."""
-
-    nest_handoff_history: bool = False
-    """Whether to nest the history when `delegate` does not say; off by default (an opt-in, as in the SDK)."""
-
-    history_mapper: HandoffHistoryMapper | None = None
-    """The mapper used for nesting when `delegate` is not given one; never passed to filters."""
-
-    summary_role: SummaryRole = 'assistant'
-    """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
-
-    forward_system_prompt: bool = False
-    """Whether the delegating agent's system prompts reach the delegate (as they are, or as `system:` records of a
-    summary). Off by default: the delegate runs under its own system prompts only, as in the SDK, where the
-    receiving agent's instructions always apply and the sender's never do."""
-
-    max_record_chars: int | None = 20_000
-    """Nesting cuts the text of every summarized record longer than this (a tool output, a message), saying so;
-    a cut tool output is saved in full to the store of the delegate's `OverflowingToolOutput` first, when it has
-    one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
-
-    def __post_init__(self) -> None:
-        check_summary_role(self.summary_role)
-        check_max_record_chars(self.max_record_chars)
-        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
 
 
 @dataclass(frozen=True)
@@ -392,6 +357,18 @@ def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) 
     return False
 
 
+def _check_prompt(prompt: str | Sequence[UserContent] | None) -> None:
+    """Raise a `UserError` naming `prompt` unless it holds something for the delegate to answer."""
+    if prompt is None:
+        raise UserError('delegate() needs a prompt for the agent taking over.')
+    entries = [prompt] if isinstance(prompt, str) else list(prompt)
+    if all(isinstance(entry, str) and not entry.strip() for entry in entries):
+        raise UserError(
+            f'delegate() needs a non-empty prompt for the agent taking over, got {prompt!r}: '
+            'an empty prompt would send the delegate an empty user turn.'
+        )
+
+
 async def delegate(
     agent: AbstractAgent[Any, Any],
     ctx: RunContext[Any],
@@ -464,23 +441,27 @@ async def delegate(
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
             conversation, a missing prompt, or an unknown `summary_role`.
     """
-    if prompt is None:  # pyright: ignore[reportUnnecessaryComparison]
-        raise UserError('delegate() needs a prompt for the agent taking over.')
+    _check_prompt(prompt)
     if 'message_history' in run_kwargs:
         raise UserError('delegate() builds the message history itself; do not pass `message_history`.')
     run_handoffs = _active.get()
     if config is None:
         config = run_handoffs.config if run_handoffs is not None else _DEFAULT_CONFIG
-    chosen_filter = input_filter if input_filter is not None else config.input_filter
-    should_nest = nest_handoff_history if nest_handoff_history is not None else config.nest_handoff_history
-    mapper = history_mapper if history_mapper is not None else config.history_mapper
-    role = summary_role if summary_role is not None else config.summary_role
-    forward = forward_system_prompt if forward_system_prompt is not None else config.forward_system_prompt
-    cap = max_record_chars if max_record_chars is not None else config.max_record_chars
-    check_summary_role(role)
-    check_max_record_chars(cap)
-    if chosen_filter is not None and not callable(chosen_filter):
-        raise UserError(f'Invalid input filter: {chosen_filter}')
+    settings = with_overrides(
+        config,
+        input_filter=input_filter,
+        nest_handoff_history=nest_handoff_history,
+        history_mapper=history_mapper,
+        summary_role=summary_role,
+        forward_system_prompt=forward_system_prompt,
+        max_record_chars=max_record_chars,
+    )
+    chosen_filter = settings.input_filter
+    should_nest = settings.nest_handoff_history
+    mapper = settings.history_mapper
+    role = settings.summary_role
+    forward = settings.forward_system_prompt
+    cap = settings.max_record_chars
     if _server_managed(agent, run_kwargs):
         if chosen_filter is not None:
             raise UserError(_SERVER_MANAGED_FILTER_ERROR)

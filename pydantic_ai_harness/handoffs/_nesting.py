@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -18,6 +18,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ._config import SummaryRole, check_history_mapper, check_max_record_chars, check_summary_role
 from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
 from ._parts import (
@@ -40,10 +41,7 @@ from ._transcript import (
     render_item,
 )
 
-__all__ = ('SummaryRole', 'default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
-
-SummaryRole = Literal['assistant', 'user']
-"""Who the summary message speaks as: an assistant turn (as in the OpenAI Agents SDK) or a user turn."""
+__all__ = ('default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
 
 
 def summary_message(
@@ -273,23 +271,6 @@ def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
     return rewrap(source, parts)
 
 
-def check_summary_role(role: object) -> None:
-    """Raise a `UserError` naming the choices unless `role` is `'assistant'` or `'user'`."""
-    if role not in ('assistant', 'user'):
-        raise UserError(f"summary_role must be 'assistant' or 'user', got {role!r}")
-
-
-_MIN_RECORD_CHARS = 500
-
-
-def check_max_record_chars(value: object) -> None:
-    """Raise a `UserError` naming the setting unless `value` is `None` or an int of at least 500."""
-    if value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < _MIN_RECORD_CHARS:
-        raise UserError(f'max_record_chars must be None or an int of at least {_MIN_RECORD_CHARS}, got {value!r}')
-
-
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
     if isinstance(mapped, str | bytes) or not isinstance(mapped, Sequence):
         raise UserError(f'Invalid history mapper result: {mapped}')
@@ -356,8 +337,7 @@ def nest_handoff_history(
     if history_mapper is None:
         nested = _nest_default(data, wrappers, summary_role, max_record_chars)
     else:
-        if not callable(history_mapper):
-            raise UserError(f'Invalid history mapper: {history_mapper}')
+        check_history_mapper(history_mapper)
         mapper = cast(Callable[[list[ModelMessage]], Any], history_mapper)
         transcript = _history_messages(data.input_history, wrappers, summary_role)
         transcript.extend(_without_state(data.pre_handoff_items))

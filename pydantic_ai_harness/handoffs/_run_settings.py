@@ -14,7 +14,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
-from ._delegation import Delegation, HandoffConfig, RunHandoffs, active_run_handoffs
+from ._config import HandoffConfig, SummaryRole, with_overrides
+from ._data import HandoffHistoryMapper, HandoffInputFilter
+from ._delegation import Delegation, RunHandoffs, active_run_handoffs
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
 
@@ -38,9 +40,29 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     """
 
     config: HandoffConfig = field(default_factory=HandoffConfig)
-    """The settings every delegation of the run uses unless it passes its own."""
+    """The settings every delegation of the run uses unless it passes its own; the settings below, when given,
+    replace its values (so `Handoffs(nest_handoff_history=True)` is `Handoffs(HandoffConfig(nest_handoff_history=True))`).
+    """
 
     _: dataclasses.KW_ONLY
+
+    input_filter: HandoffInputFilter | None = None
+    """When not `None`, replaces `config.input_filter`."""
+
+    nest_handoff_history: bool | None = None
+    """When not `None`, replaces `config.nest_handoff_history`."""
+
+    history_mapper: HandoffHistoryMapper | None = None
+    """When not `None`, replaces `config.history_mapper`."""
+
+    summary_role: SummaryRole | None = None
+    """When not `None`, replaces `config.summary_role`."""
+
+    forward_system_prompt: bool | None = None
+    """When not `None`, replaces `config.forward_system_prompt`."""
+
+    max_record_chars: int | None = None
+    """When not `None`, replaces `config.max_record_chars`."""
 
     id: str | None = 'pydantic_ai_harness_handoffs'
     """The capability's id: one per agent; pass another to keep two."""
@@ -48,6 +70,15 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     def __post_init__(self) -> None:
         if not isinstance(self.config, HandoffConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(self.config).__name__}')
+        self.config = with_overrides(
+            self.config,
+            input_filter=self.input_filter,
+            nest_handoff_history=self.nest_handoff_history,
+            history_mapper=self.history_mapper,
+            summary_role=self.summary_role,
+            forward_system_prompt=self.forward_system_prompt,
+            max_record_chars=self.max_record_chars,
+        )
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Make `config` the run-wide handoff settings for the length of the run."""
