@@ -15,8 +15,9 @@ from __future__ import annotations
 from ._capability import HandoffHistory
 from ._config import HandoffConfig, SummaryRole
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import Delegation, delegate, handoff_input_from_context
+from ._delegation import Delegation, delegate
 from ._filters import remove_all_tools
+from ._history import handoff_input_from_context
 from ._nesting import default_handoff_history_mapper, nest_handoff_history
 from ._run_settings import Handoffs, answered_by
 from ._transcript import (

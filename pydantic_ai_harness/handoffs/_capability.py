@@ -14,10 +14,10 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._config import SummaryRole, check_flag, check_history_mapper, check_input_filter, check_summary_role
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import (
+from ._delegation import nest_off_loop
+from ._history import (
     apply_handoff_input_filter,
     check_message_history,
-    nest_off_loop,
     prepend_system_prompts,
     return_ids,
     without_system_prompts,
