@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, cast
+from typing import Any, Generic, Literal, cast
 
 import anyio.to_thread
 from pydantic_ai import RunContext
@@ -32,10 +33,12 @@ from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills,
 
 __all__ = (
     'Delegation',
+    'DelegationMode',
     'RunHandoffs',
     'active_run_handoffs',
     'check_message_history',
     'delegate',
+    'delegation_mode',
     'nest_off_loop',
 )
 
@@ -99,6 +102,26 @@ class RunHandoffs:
         default_factory=list[tuple[str | None, Delegation[Any]]]
     )
     """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
+
+
+DelegationMode = Literal['handoff', 'tool']
+"""How a delegation was made: from an output function (a handoff, the delegate's output ends the run) or a tool."""
+
+_UNRECORDED_WARNING = (
+    "delegate() ran in an output function of a run without the Handoffs capability: the delegate's answer becomes "
+    "the run's output, but the run's history records only 'Final result processed.' for the call, so the next "
+    "turn's history (and its summary) will not hold the answer. Add Handoffs() to the agent or the run "
+    '(capabilities=[Handoffs()]) to record it.'
+)
+
+
+def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
+    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+    manager = ctx.tool_manager
+    if manager is None or ctx.tool_name is None or manager.tools is None:
+        return 'tool'
+    tool_def = manager.get_tool_def(ctx.tool_name)
+    return 'handoff' if tool_def is not None and tool_def.kind == 'output' else 'tool'
 
 
 _active: ContextVar[RunHandoffs | None] = ContextVar('pydantic_ai_harness_run_handoffs', default=None)
@@ -284,6 +307,9 @@ async def delegate(
     role = settings.summary_role
     forward = settings.forward_system_prompt
     cap = settings.max_record_chars
+    records_answer = run_handoffs is not None and run_handoffs.run_id == ctx.run_id
+    if not records_answer and delegation_mode(ctx) == 'handoff':
+        warnings.warn(_UNRECORDED_WARNING, UserWarning, stacklevel=2)
     if _server_managed(agent, run_kwargs):
         if chosen_filter is not None:
             raise UserError(_SERVER_MANAGED_FILTER_ERROR)
