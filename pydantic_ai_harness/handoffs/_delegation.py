@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, cast
+from typing import Any, Generic, cast
 
 import anyio.to_thread
 from pydantic_ai import RunContext
@@ -30,10 +31,10 @@ from ._history import (
 )
 from ._nesting import nest_handoff_history as _nest
 from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
+from ._tracing import DelegationMode, delegation_span
 
 __all__ = (
     'Delegation',
-    'DelegationMode',
     'RunHandoffs',
     'active_run_handoffs',
     'check_message_history',
@@ -103,9 +104,6 @@ class RunHandoffs:
     )
     """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
 
-
-DelegationMode = Literal['handoff', 'tool']
-"""How a delegation was made: from an output function (a handoff, the delegate's output ends the run) or a tool."""
 
 _UNRECORDED_WARNING = (
     "delegate() ran in an output function of a run without the Handoffs capability: the delegate's answer becomes "
@@ -301,25 +299,35 @@ async def delegate(
         forward_system_prompt=forward_system_prompt,
         max_record_chars=max_record_chars,
     )
-    chosen_filter = settings.input_filter
-    should_nest = settings.nest_handoff_history
-    mapper = settings.history_mapper
-    role = settings.summary_role
-    forward = settings.forward_system_prompt
-    cap = settings.max_record_chars
-    records_answer = run_handoffs is not None and run_handoffs.run_id == ctx.run_id
-    if not records_answer and delegation_mode(ctx) == 'handoff':
+    mode = delegation_mode(ctx)
+    if mode == 'handoff' and (run_handoffs is None or run_handoffs.run_id != ctx.run_id):
         warnings.warn(_UNRECORDED_WARNING, UserWarning, stacklevel=2)
     if _server_managed(agent, run_kwargs):
-        if chosen_filter is not None:
+        if settings.input_filter is not None:
             raise UserError(_SERVER_MANAGED_FILTER_ERROR)
-        if should_nest:
+        if settings.nest_handoff_history:
             from_name = ctx.agent.name if ctx.agent is not None else None
             logger.warning(_SERVER_MANAGED_NEST_WARNING, from_name, agent.name)
-            should_nest = False
+            settings = dataclasses.replace(settings, nest_handoff_history=False)
+    with delegation_span(ctx, agent, mode, settings):
+        result = await _run_delegate(agent, ctx, prompt, settings, run_kwargs)
+    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
+    if run_handoffs is not None:
+        run_handoffs.delegations.append((ctx.run_id, delegation))
+    return delegation
 
+
+async def _run_delegate(
+    agent: AbstractAgent[Any, Any],
+    ctx: RunContext[Any],
+    prompt: str | Sequence[UserContent],
+    settings: HandoffConfig,
+    run_kwargs: dict[str, Any],
+) -> AgentRunResult[Any]:
+    """Build the delegate's history from `ctx` with `settings`, check it, and run `agent` on it."""
+    cap = settings.max_record_chars
     data = handoff_input_from_context(ctx, target_name=agent.name)
-    if not forward:
+    if not settings.forward_system_prompt:
         history_in = data.input_history
         data = data.clone(
             input_history=history_in if isinstance(history_in, str) else without_system_prompts(history_in),
@@ -335,14 +343,16 @@ async def delegate(
         effective = source
     if not readable_here(effective, source):
         data = _map_segments(data, mark_unreadable_spills)
-    if chosen_filter is not None:
-        data = await apply_handoff_input_filter(chosen_filter, data)
-    elif should_nest:
+    if settings.input_filter is not None:
+        data = await apply_handoff_input_filter(settings.input_filter, data)
+    elif settings.nest_handoff_history:
         store = effective.store if effective is not None else None
         if cap is not None and store is not None:
             prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
             data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
-        data = await nest_off_loop(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
+        data = await nest_off_loop(
+            data, history_mapper=settings.history_mapper, summary_role=settings.summary_role, max_record_chars=cap
+        )
     history = data.to_message_history()
     check_message_history(history)
 
@@ -361,10 +371,6 @@ async def delegate(
     history = prepend_system_prompts(history, own_prompts)
     token = inherited_overflow().set(effective)
     try:
-        result = await agent.run(prompt, message_history=history, **run_kwargs)
+        return await agent.run(prompt, message_history=history, **run_kwargs)
     finally:
         inherited_overflow().reset(token)
-    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
-    if run_handoffs is not None:
-        run_handoffs.delegations.append((ctx.run_id, delegation))
-    return delegation
