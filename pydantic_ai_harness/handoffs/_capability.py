@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -94,10 +94,9 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         rewritten = data.to_message_history()
         check_message_history(rewritten)
         if ctx.agent is not None:
-            model: Any = ctx.model
             own_prompts = await ctx.agent.system_prompt_parts(
                 deps=ctx.deps,
-                model=cast('Model[Any]', model) if isinstance(model, Model) else None,
+                model=ctx.model if _is_model(ctx.model) else None,
                 message_history=rewritten,
                 prompt=ctx.prompt,
                 usage=ctx.usage,
@@ -109,6 +108,11 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         request_context.messages = list(new_messages)
         ctx.messages[:] = new_messages
         return request_context
+
+
+def _is_model(model: object) -> TypeGuard[Model[Any]]:
+    """Whether `model` is a request/response `Model` (not a realtime one), whose system prompts can be resolved."""
+    return isinstance(model, Model)
 
 
 def _current_run_index(messages: list[ModelMessage], run_id: str | None) -> int:

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, cast
+from typing import Any, Generic
 
 import anyio.to_thread
 from pydantic_ai import RunContext
@@ -22,6 +22,7 @@ from pydantic_ai.run import AgentRunResult
 
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
+from ._guards import is_object, is_sequence
 from ._history import (
     apply_handoff_input_filter,
     check_message_history,
@@ -192,8 +193,8 @@ async def _map_segments_async(
 
 def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) -> bool:
     for settings in (getattr(agent, 'model_settings', None), run_kwargs.get('model_settings')):
-        if isinstance(settings, dict):
-            values = cast(dict[str, Any], settings)
+        if is_object(settings):
+            values = settings
             previous = values.get('openai_previous_response_id')
             if values.get('openai_conversation_id') or (previous and previous != 'auto'):
                 return True
@@ -339,7 +340,8 @@ async def _run_delegate(
     source = agent_overflow(ctx.agent) or inherited_overflow().get()
     effective = own
     if own is None and source is not None:
-        run_kwargs['capabilities'] = [*cast(Sequence[Any], run_kwargs.get('capabilities') or ()), source]
+        given: object = run_kwargs.get('capabilities')
+        run_kwargs['capabilities'] = [*(given if is_sequence(given) else ()), source]
         effective = source
     if not readable_here(effective, source):
         data = _map_segments(data, mark_unreadable_spills)

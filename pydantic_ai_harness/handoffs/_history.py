@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
@@ -15,7 +15,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,  # pyright: ignore[reportDeprecated]
     SystemPromptPart,
     ToolAvailabilityDeltaPart,
     ToolCallPart,
@@ -138,15 +137,11 @@ def handoff_input_from_context(ctx: RunContext[Any], *, target_name: str | None 
     )
 
 
-def _is_tool_retry(part: object) -> TypeGuard[RetryPromptPart]:  # pyright: ignore[reportDeprecated]
-    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
-
-
 def return_ids(message: ModelRequest) -> list[str]:
     """The ids of the tool calls that `message` answers: its tool returns and tool retries."""
     ids: list[str] = []
     for part in message.parts:
-        if isinstance(part, ToolReturnPart) or _is_tool_retry(part):
+        if isinstance(part, ToolReturnPart) or part.part_kind == 'retry-prompt' and part.tool_name is not None:
             ids.append(part.tool_call_id)
     return ids
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
 from ._config import SummaryRole, check_history_mapper, check_max_record_chars, check_summary_role
 from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
+from ._guards import is_array, is_object, is_sequence
 from ._parts import (
     Part,
     answers_tool_calls,
@@ -69,18 +70,16 @@ def _cap_item(item: TranscriptItem, cap: int | None) -> TranscriptItem:
         if isinstance(value := item.get(key), str) and len(value) > cap
     }
     summary = item.get('summary')
-    if isinstance(summary, list) and any(_long_text(entry, cap) for entry in cast(list[Any], summary)):
+    if is_array(summary) and any(_long_text(entry, cap) for entry in summary):
         changed['summary'] = [
             {**entry, 'text': cut_text(entry['text'], cap, None)} if _long_text(entry, cap) else entry
-            for entry in cast(list[Any], summary)
+            for entry in summary
         ]
     return {**item, **changed} if changed else item
 
 
 def _long_text(entry: Any, cap: int) -> bool:
-    return (
-        isinstance(entry, dict) and isinstance(text := cast(dict[str, Any], entry).get('text'), str) and len(text) > cap
-    )
+    return is_object(entry) and isinstance(text := entry.get('text'), str) and len(text) > cap
 
 
 def _render(part: Part, cap: int | None) -> str | None:
@@ -272,9 +271,9 @@ def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
 
 
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
-    if isinstance(mapped, str | bytes) or not isinstance(mapped, Sequence):
+    if not is_sequence(mapped):
         raise UserError(f'Invalid history mapper result: {mapped}')
-    messages = tuple(cast(Sequence[Any], mapped))
+    messages = tuple(mapped)
     if not all(isinstance(message, ModelRequest | ModelResponse) for message in messages):
         raise UserError(f'Invalid history mapper result: {mapped}')
     return messages
@@ -338,9 +337,9 @@ def nest_handoff_history(
         nested = _nest_default(data, wrappers, summary_role, max_record_chars)
     else:
         check_history_mapper(history_mapper)
-        mapper = cast(Callable[[list[ModelMessage]], Any], history_mapper)
         transcript = _history_messages(data.input_history, wrappers, summary_role)
         transcript.extend(_without_state(data.pre_handoff_items))
         transcript.extend(_without_state(data.new_items))
-        nested = list(_check_mapper_result(mapper(transcript)))
+        mapped: Any = history_mapper(transcript)  # checked: a mapper's result is the user's code
+        nested = list(_check_mapper_result(mapped))
     return data.clone(input_history=tuple(nested), pre_handoff_items=(), input_items=())

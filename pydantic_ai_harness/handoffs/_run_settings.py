@@ -68,8 +68,7 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     """The capability's id: one per agent; pass another to keep two."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, HandoffConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(self.config).__name__}')
+        _check_config(self.config)
         self.config = with_overrides(
             self.config,
             input_filter=self.input_filter,
@@ -100,6 +99,11 @@ class Handoffs(AbstractCapability[AgentDepsT]):
         if delegation is not None:
             messages.append(_answer_message(delegation, ctx.run_id))
         return result
+
+
+def _check_config(config: object) -> None:
+    if not isinstance(config, HandoffConfig):
+        raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(config).__name__}')
 
 
 def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:
