@@ -262,6 +262,11 @@ async def delegate(
     The result is checked before the run (no orphaned or unanswered tool calls, no empty messages) and the
     delegate shares the parent's usage and usage limits, so its requests count towards the parent's limits.
 
+    In an output function (a handoff), the delegate's answer is recorded in the run's history only under the
+    [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability; without it, a `UserWarning` naming `Handoffs`
+    is shown once per call site. With instrumentation on, the delegation is a span (`handoff <from> -> <to>` or
+    `agent tool <from> -> <to>`) under the delegating call's span, holding the delegate's run.
+
     Args:
         agent: The agent taking over.
         ctx: The delegating tool's or output function's run context.
@@ -283,7 +288,7 @@ async def delegate(
 
     Raises:
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
-            conversation, a missing prompt, or an unknown `summary_role`.
+            conversation, a missing or empty prompt, or an invalid setting (named in the message).
     """
     _check_prompt(prompt)
     if 'message_history' in run_kwargs:
