@@ -8,16 +8,21 @@
 - [`HandoffHistory`][pydantic_ai_harness.handoffs.HandoffHistory] does the same for history passed with
   `message_history=`.
 - [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] holds run-wide settings for every `delegate()` of a run.
+- [`handoff`][pydantic_ai_harness.handoffs.handoff] and [`agent_tool`][pydantic_ai_harness.handoffs.agent_tool] build
+  a handoff (an output tool) and an agent as a tool in one call, in the OpenAI Agents SDK's shape.
 """
 
 from __future__ import annotations
 
 from ._capability import HandoffHistory
+from ._config import HandoffConfig, SummaryRole
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import Delegation, HandoffConfig, delegate, handoff_input_from_context
+from ._delegation import Delegation, delegate
 from ._filters import remove_all_tools
-from ._nesting import SummaryRole, default_handoff_history_mapper, nest_handoff_history
+from ._history import handoff_input_from_context
+from ._nesting import default_handoff_history_mapper, nest_handoff_history
 from ._run_settings import Handoffs, answered_by
+from ._sdk import agent_tool, handoff
 from ._transcript import (
     get_conversation_history_wrappers,
     reset_conversation_history_wrappers,
@@ -33,10 +38,12 @@ __all__ = (
     'HandoffInputFilter',
     'Handoffs',
     'SummaryRole',
+    'agent_tool',
     'answered_by',
     'default_handoff_history_mapper',
     'delegate',
     'get_conversation_history_wrappers',
+    'handoff',
     'handoff_input_from_context',
     'nest_handoff_history',
     'remove_all_tools',

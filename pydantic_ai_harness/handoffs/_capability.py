@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
+from ._config import SummaryRole, check_flag, check_history_mapper, check_input_filter, check_summary_role
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import (
+from ._delegation import nest_off_loop
+from ._history import (
     apply_handoff_input_filter,
     check_message_history,
-    nest_off_loop,
     prepend_system_prompts,
     return_ids,
     without_system_prompts,
 )
-from ._nesting import SummaryRole, check_summary_role
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -69,11 +68,11 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     history."""
 
     def __post_init__(self) -> None:
-        if self.input_filter is not None and not callable(self.input_filter):
-            raise UserError(f'Invalid input filter: {self.input_filter}')
+        check_input_filter(self.input_filter)
+        check_flag('nest_handoff_history', self.nest_handoff_history)
+        check_history_mapper(self.history_mapper)
         check_summary_role(self.summary_role)
-        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
+        check_flag('forward_system_prompt', self.forward_system_prompt)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -95,10 +94,9 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         rewritten = data.to_message_history()
         check_message_history(rewritten)
         if ctx.agent is not None:
-            model: Any = ctx.model
             own_prompts = await ctx.agent.system_prompt_parts(
                 deps=ctx.deps,
-                model=cast('Model[Any]', model) if isinstance(model, Model) else None,
+                model=ctx.model if _is_model(ctx.model) else None,
                 message_history=rewritten,
                 prompt=ctx.prompt,
                 usage=ctx.usage,
@@ -110,6 +108,11 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         request_context.messages = list(new_messages)
         ctx.messages[:] = new_messages
         return request_context
+
+
+def _is_model(model: object) -> TypeGuard[Model[Any]]:
+    """Whether `model` is a request/response `Model` (not a realtime one), whose system prompts can be resolved."""
+    return isinstance(model, Model)
 
 
 def _current_run_index(messages: list[ModelMessage], run_id: str | None) -> int:

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+
+from ._guards import is_sequence
 
 __all__ = ('HandoffHistoryMapper', 'HandoffInputData', 'HandoffInputFilter')
 
 
 def _messages_tuple(value: Any, field_name: str) -> tuple[ModelMessage, ...]:
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+    if not is_sequence(value):
         raise TypeError(
             f'`HandoffInputData.{field_name}` must be a tuple of `ModelMessage`, got {type(value).__name__}.'
         )
-    items = tuple(cast(Sequence[Any], value))
+    items = tuple(value)
     for index, message in enumerate(items):
         if not isinstance(message, ModelRequest | ModelResponse):
             raise TypeError(

@@ -1,53 +1,47 @@
-"""Delegation: build a handoff's input from a delegating tool's context, filter it, and run the delegate on it."""
+"""Delegation: resolve a handoff's settings, rewrite the delegating run's history with them, and run the delegate."""
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
 import functools
-import inspect
-import json
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeGuard, cast
+from typing import Any, Generic
 
 import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,  # pyright: ignore[reportDeprecated]
-    SystemPromptPart,
-    ToolAvailabilityDeltaPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserContent,
-)
+from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 
+from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._nesting import SummaryRole, check_max_record_chars, check_summary_role, nest_handoff_history as _nest
-from ._parts import PARENT_STATE_PARTS, Part, keep_parts, rewrap
+from ._guards import is_object, is_sequence
+from ._history import (
+    apply_handoff_input_filter,
+    check_message_history,
+    handoff_input_from_context,
+    prepend_system_prompts,
+    without_system_prompts,
+)
+from ._nesting import nest_handoff_history as _nest
 from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
+from ._tracing import DelegationMode, delegation_span
 
 __all__ = (
     'Delegation',
-    'HandoffConfig',
     'RunHandoffs',
     'active_run_handoffs',
-    'apply_handoff_input_filter',
     'check_message_history',
     'delegate',
-    'handoff_input_from_context',
+    'delegation_mode',
     'nest_off_loop',
-    'prepend_system_prompts',
-    'without_system_prompts',
 )
 
 logger = logging.getLogger('pydantic_ai_harness.handoffs')
@@ -60,43 +54,6 @@ _SERVER_MANAGED_NEST_WARNING = (
     'Server-managed conversations do not support nest_handoff_history for handoff %s -> %s. '
     'Disabling nested handoff history and continuing with delta-only input.'
 )
-_STRIPPED_STATE = (*PARENT_STATE_PARTS, ToolAvailabilityDeltaPart)
-
-
-@dataclass(frozen=True)
-class HandoffConfig:
-    """Run-level handoff settings, the analogue of the OpenAI Agents SDK's `RunConfig` handoff fields.
-
-    Values passed to [`delegate`][pydantic_ai_harness.handoffs.delegate] directly take precedence.
-    """
-
-    input_filter: HandoffInputFilter | None = None
-    """The filter used when `delegate` is not given one."""
-
-    nest_handoff_history: bool = False
-    """Whether to nest the history when `delegate` does not say; off by default (an opt-in, as in the SDK)."""
-
-    history_mapper: HandoffHistoryMapper | None = None
-    """The mapper used for nesting when `delegate` is not given one; never passed to filters."""
-
-    summary_role: SummaryRole = 'assistant'
-    """Whether nesting writes its summaries as assistant turns (the OpenAI Agents SDK's choice) or as user turns."""
-
-    forward_system_prompt: bool = False
-    """Whether the delegating agent's system prompts reach the delegate (as they are, or as `system:` records of a
-    summary). Off by default: the delegate runs under its own system prompts only, as in the SDK, where the
-    receiving agent's instructions always apply and the sender's never do."""
-
-    max_record_chars: int | None = 20_000
-    """Nesting cuts the text of every summarized record longer than this (a tool output, a message), saying so;
-    a cut tool output is saved in full to the store of the delegate's `OverflowingToolOutput` first, when it has
-    one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
-
-    def __post_init__(self) -> None:
-        check_summary_role(self.summary_role)
-        check_max_record_chars(self.max_record_chars)
-        if not isinstance(self.forward_system_prompt, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f'forward_system_prompt must be True or False, got {self.forward_system_prompt!r}')
 
 
 @dataclass(frozen=True)
@@ -149,33 +106,29 @@ class RunHandoffs:
     """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
 
 
+_UNRECORDED_WARNING = (
+    "delegate() ran in an output function of a run without the Handoffs capability: the delegate's answer becomes "
+    "the run's output, but the run's history records only 'Final result processed.' for the call, so the next "
+    "turn's history (and its summary) will not hold the answer. Add Handoffs() to the agent or the run "
+    '(capabilities=[Handoffs()]) to record it.'
+)
+
+
+def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
+    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+    manager = ctx.tool_manager
+    if manager is None or ctx.tool_name is None or manager.tools is None:
+        return 'tool'
+    tool_def = manager.get_tool_def(ctx.tool_name)
+    return 'handoff' if tool_def is not None and tool_def.kind == 'output' else 'tool'
+
+
 _active: ContextVar[RunHandoffs | None] = ContextVar('pydantic_ai_harness_run_handoffs', default=None)
 
 
 def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
     """The context variable the `Handoffs` capability sets for the length of a run (and the runs it starts)."""
     return _active
-
-
-def without_system_prompts(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
-    """`messages` without their `SystemPromptPart`s; requests left empty are dropped."""
-    return tuple(keep_parts(messages, lambda _message: _not_system_prompt))
-
-
-def _not_system_prompt(part: Part) -> bool:
-    return not isinstance(part, SystemPromptPart)
-
-
-def prepend_system_prompts(history: list[ModelMessage], parts: Sequence[SystemPromptPart]) -> list[ModelMessage]:
-    """`history` with `parts` at the head of its first message: into a leading request, or as a request of their
-    own before a leading response (a summary written as an assistant turn).
-    """
-    if not parts or not history:
-        return history
-    first = history[0]
-    if isinstance(first, ModelRequest):
-        return [dataclasses.replace(first, parts=[*parts, *first.parts]), *history[1:]]
-    return [ModelRequest(parts=list(parts)), *history]
 
 
 _DEFAULT_CONFIG = HandoffConfig()
@@ -238,158 +191,26 @@ async def _map_segments_async(
     )
 
 
-def _without_parent_state(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    return keep_parts(messages, lambda _message: _not_parent_state)
-
-
-def _not_parent_state(part: Part) -> bool:
-    return not isinstance(part, _STRIPPED_STATE)
-
-
-def _current_run_start(messages: Sequence[ModelMessage], run_id: str | None, end: int) -> int:
-    """The index just after the current run's first request (its user prompt), or of the run's first response."""
-    if run_id is not None:
-        for index in range(end):
-            message = messages[index]
-            if message.run_id == run_id:
-                return index + 1 if isinstance(message, ModelRequest) else index
-    return end
-
-
-def handoff_input_from_context(ctx: RunContext[Any], *, target_name: str | None = None) -> HandoffInputData:
-    """Build the handoff input of a delegation from the delegating tool's (or output function's) context.
-
-    `ctx.messages` is split into the three segments of a handoff:
-
-    - `input_history`: every message up to and including the current run's first request (its user prompt);
-    - `pre_handoff_items`: the current run's messages after that, up to the response that made the delegating call;
-    - `new_items`: that response, and a request answering the delegating call with `{"assistant": "<target>"}`,
-      so the history is valid to run on as it is and the delegate sees that control was transferred.
-
-    Other tool calls made in parallel in that response have no result yet and are dropped (they are logged on the
-    `pydantic_ai_harness.handoffs` logger). The parent agent's configuration state (instruction, model-settings,
-    tool-availability and capability-load deltas) is never forwarded to another agent, so it is dropped too.
-
-    Args:
-        ctx: The run context of the delegating tool or output function.
-        target_name: The name of the agent taking over, written into the handoff's tool output.
-
-    Returns:
-        The handoff input, with `run_context=ctx`.
-    """
-    messages = _without_parent_state(list(ctx.messages))
-    last = len(messages) - 1
-    if last < 0 or not isinstance(messages[last], ModelResponse):
-        start = _current_run_start(messages, ctx.run_id, len(messages))
-        return HandoffInputData(tuple(messages[:start]), tuple(messages[start:]), (), run_context=ctx)
-    response = messages[last]
-    assert isinstance(response, ModelResponse)
-    start = _current_run_start(messages, ctx.run_id, last)
-    handoff_call = next(
-        (p for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id == ctx.tool_call_id), None
-    )
-    dropped = [p for p in response.parts if isinstance(p, ToolCallPart) and p is not handoff_call]
-    new_items: list[ModelMessage] = []
-    if dropped:
-        logger.info(
-            'Handoff from tool call %r: dropping parallel tool calls without a result: %s',
-            ctx.tool_call_id,
-            ', '.join(f'{p.tool_name} ({p.tool_call_id})' for p in dropped),
-        )
-        kept = [p for p in response.parts if not any(p is d for d in dropped)]
-        if kept:
-            new_items.append(rewrap(response, kept))
-    else:
-        new_items.append(response)
-    if handoff_call is not None:
-        output = ToolReturnPart(
-            tool_name=handoff_call.tool_name,
-            content=json.dumps({'assistant': target_name or 'delegate'}),
-            tool_call_id=handoff_call.tool_call_id,
-        )
-        new_items.append(ModelRequest(parts=[output], run_id=ctx.run_id))
-    return HandoffInputData(
-        input_history=tuple(messages[:start]),
-        pre_handoff_items=tuple(messages[start:last]),
-        new_items=tuple(new_items),
-        run_context=ctx,
-    )
-
-
-def _is_tool_retry(part: object) -> TypeGuard[RetryPromptPart]:  # pyright: ignore[reportDeprecated]
-    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
-
-
-def return_ids(message: ModelRequest) -> list[str]:
-    """The ids of the tool calls that `message` answers: its tool returns and tool retries."""
-    ids: list[str] = []
-    for part in message.parts:
-        if isinstance(part, ToolReturnPart) or _is_tool_retry(part):
-            ids.append(part.tool_call_id)
-    return ids
-
-
-def check_message_history(messages: Sequence[ModelMessage]) -> None:
-    """Check that a delegate can run on `messages` with a new prompt after them.
-
-    Every tool call must be answered in the request(s) right after its response, every tool return must answer a
-    call of the response right before it, no message may be empty, and the last response must not be suspended.
-
-    Raises:
-        UserError: Naming what is wrong, when the history is not valid.
-    """
-    pending: dict[str, str] = {}
-    for index, message in enumerate(messages):
-        if not message.parts:
-            raise UserError(f'Invalid handoff history: message {index} has no parts.')
-        if isinstance(message, ModelResponse):
-            if pending:
-                break
-            pending = {p.tool_call_id: p.tool_name for p in message.parts if isinstance(p, ToolCallPart)}
-            continue
-        for call_id in return_ids(message):
-            if call_id not in pending:
-                raise UserError(
-                    f'Invalid handoff history: the tool return for call {call_id!r} in message {index} answers no '
-                    'tool call of the response before it. Remove tool calls and their returns together.'
-                )
-            del pending[call_id]
-    if pending:
-        calls = ', '.join(f'{name} ({call_id})' for call_id, name in pending.items())
-        raise UserError(
-            f'Invalid handoff history: the tool calls {calls} have no tool return. '
-            'Remove tool calls and their returns together.'
-        )
-    last = messages[-1] if messages else None
-    if isinstance(last, ModelResponse) and last.state == 'suspended':
-        raise UserError('Invalid handoff history: it ends with a suspended response, which no new prompt can follow.')
-
-
-async def apply_handoff_input_filter(input_filter: Any, data: HandoffInputData) -> HandoffInputData:
-    """Run `input_filter` on `data`, awaiting an awaitable result, and check what it returns.
-
-    Raises:
-        UserError: `Invalid input filter: ...` if it is not callable, `Invalid input filter result: ...` if it does
-            not return a `HandoffInputData`.
-    """
-    if not callable(input_filter):
-        raise UserError(f'Invalid input filter: {input_filter}')
-    filtered: Any = input_filter(data)
-    if inspect.isawaitable(filtered):
-        filtered = await filtered
-    if not isinstance(filtered, HandoffInputData):
-        raise UserError(f'Invalid input filter result: {filtered}')
-    return filtered
-
-
 def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) -> bool:
     for settings in (getattr(agent, 'model_settings', None), run_kwargs.get('model_settings')):
-        if isinstance(settings, dict):
-            values = cast(dict[str, Any], settings)
+        if is_object(settings):
+            values = settings
             previous = values.get('openai_previous_response_id')
             if values.get('openai_conversation_id') or (previous and previous != 'auto'):
                 return True
     return False
+
+
+def _check_prompt(prompt: str | Sequence[UserContent] | None) -> None:
+    """Raise a `UserError` naming `prompt` unless it holds something for the delegate to answer."""
+    if prompt is None:
+        raise UserError('delegate() needs a prompt for the agent taking over.')
+    entries = [prompt] if isinstance(prompt, str) else list(prompt)
+    if all(isinstance(entry, str) and not entry.strip() for entry in entries):
+        raise UserError(
+            f'delegate() needs a non-empty prompt for the agent taking over, got {prompt!r}: '
+            'an empty prompt would send the delegate an empty user turn.'
+        )
 
 
 async def delegate(
@@ -441,6 +262,11 @@ async def delegate(
     The result is checked before the run (no orphaned or unanswered tool calls, no empty messages) and the
     delegate shares the parent's usage and usage limits, so its requests count towards the parent's limits.
 
+    In an output function (a handoff), the delegate's answer is recorded in the run's history only under the
+    [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability; without it, a `UserWarning` naming `Handoffs`
+    is shown once per call site. With instrumentation on, the delegation is a span (`handoff <from> -> <to>` or
+    `agent tool <from> -> <to>`) under the delegating call's span, holding the delegate's run.
+
     Args:
         agent: The agent taking over.
         ctx: The delegating tool's or output function's run context.
@@ -462,35 +288,52 @@ async def delegate(
 
     Raises:
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
-            conversation, a missing prompt, or an unknown `summary_role`.
+            conversation, a missing or empty prompt, or an invalid setting (named in the message).
     """
-    if prompt is None:  # pyright: ignore[reportUnnecessaryComparison]
-        raise UserError('delegate() needs a prompt for the agent taking over.')
+    _check_prompt(prompt)
     if 'message_history' in run_kwargs:
         raise UserError('delegate() builds the message history itself; do not pass `message_history`.')
     run_handoffs = _active.get()
     if config is None:
         config = run_handoffs.config if run_handoffs is not None else _DEFAULT_CONFIG
-    chosen_filter = input_filter if input_filter is not None else config.input_filter
-    should_nest = nest_handoff_history if nest_handoff_history is not None else config.nest_handoff_history
-    mapper = history_mapper if history_mapper is not None else config.history_mapper
-    role = summary_role if summary_role is not None else config.summary_role
-    forward = forward_system_prompt if forward_system_prompt is not None else config.forward_system_prompt
-    cap = max_record_chars if max_record_chars is not None else config.max_record_chars
-    check_summary_role(role)
-    check_max_record_chars(cap)
-    if chosen_filter is not None and not callable(chosen_filter):
-        raise UserError(f'Invalid input filter: {chosen_filter}')
+    settings = with_overrides(
+        config,
+        input_filter=input_filter,
+        nest_handoff_history=nest_handoff_history,
+        history_mapper=history_mapper,
+        summary_role=summary_role,
+        forward_system_prompt=forward_system_prompt,
+        max_record_chars=max_record_chars,
+    )
+    mode = delegation_mode(ctx)
+    if mode == 'handoff' and (run_handoffs is None or run_handoffs.run_id != ctx.run_id):
+        warnings.warn(_UNRECORDED_WARNING, UserWarning, stacklevel=2)
     if _server_managed(agent, run_kwargs):
-        if chosen_filter is not None:
+        if settings.input_filter is not None:
             raise UserError(_SERVER_MANAGED_FILTER_ERROR)
-        if should_nest:
+        if settings.nest_handoff_history:
             from_name = ctx.agent.name if ctx.agent is not None else None
             logger.warning(_SERVER_MANAGED_NEST_WARNING, from_name, agent.name)
-            should_nest = False
+            settings = dataclasses.replace(settings, nest_handoff_history=False)
+    with delegation_span(ctx, agent, mode, settings):
+        result = await _run_delegate(agent, ctx, prompt, settings, run_kwargs)
+    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
+    if run_handoffs is not None:
+        run_handoffs.delegations.append((ctx.run_id, delegation))
+    return delegation
 
+
+async def _run_delegate(
+    agent: AbstractAgent[Any, Any],
+    ctx: RunContext[Any],
+    prompt: str | Sequence[UserContent],
+    settings: HandoffConfig,
+    run_kwargs: dict[str, Any],
+) -> AgentRunResult[Any]:
+    """Build the delegate's history from `ctx` with `settings`, check it, and run `agent` on it."""
+    cap = settings.max_record_chars
     data = handoff_input_from_context(ctx, target_name=agent.name)
-    if not forward:
+    if not settings.forward_system_prompt:
         history_in = data.input_history
         data = data.clone(
             input_history=history_in if isinstance(history_in, str) else without_system_prompts(history_in),
@@ -502,18 +345,21 @@ async def delegate(
     source = agent_overflow(ctx.agent) or inherited_overflow().get()
     effective = own
     if own is None and source is not None:
-        run_kwargs['capabilities'] = [*cast(Sequence[Any], run_kwargs.get('capabilities') or ()), source]
+        given: object = run_kwargs.get('capabilities')
+        run_kwargs['capabilities'] = [*(given if is_sequence(given) else ()), source]
         effective = source
     if not readable_here(effective, source):
         data = _map_segments(data, mark_unreadable_spills)
-    if chosen_filter is not None:
-        data = await apply_handoff_input_filter(chosen_filter, data)
-    elif should_nest:
+    if settings.input_filter is not None:
+        data = await apply_handoff_input_filter(settings.input_filter, data)
+    elif settings.nest_handoff_history:
         store = effective.store if effective is not None else None
         if cap is not None and store is not None:
             prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
             data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
-        data = await nest_off_loop(data, history_mapper=mapper, summary_role=role, max_record_chars=cap)
+        data = await nest_off_loop(
+            data, history_mapper=settings.history_mapper, summary_role=settings.summary_role, max_record_chars=cap
+        )
     history = data.to_message_history()
     check_message_history(history)
 
@@ -532,10 +378,6 @@ async def delegate(
     history = prepend_system_prompts(history, own_prompts)
     token = inherited_overflow().set(effective)
     try:
-        result = await agent.run(prompt, message_history=history, **run_kwargs)
+        return await agent.run(prompt, message_history=history, **run_kwargs)
     finally:
         inherited_overflow().reset(token)
-    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
-    if run_handoffs is not None:
-        run_handoffs.delegations.append((ctx.run_id, delegation))
-    return delegation

@@ -9,7 +9,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     NativeToolCallPart,
     NativeToolReturnPart,
-    RetryPromptPart,  # pyright: ignore[reportDeprecated]
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
@@ -41,7 +40,7 @@ def is_tool_artefact(part: Part, native_ids: frozenset[str] = frozenset()) -> bo
         return True
     if isinstance(part, FilePart):
         return part.id is not None and part.id in native_ids
-    if isinstance(part, RetryPromptPart):  # pyright: ignore[reportDeprecated]
+    if part.part_kind == 'retry-prompt':  # the deprecated `RetryPromptPart`, by its kind
         return part.tool_name is not None
     return False
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, cast
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -18,8 +18,10 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ._config import SummaryRole, check_history_mapper, check_max_record_chars, check_summary_role
 from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
+from ._guards import is_array, is_object, is_sequence
 from ._parts import (
     Part,
     answers_tool_calls,
@@ -40,10 +42,7 @@ from ._transcript import (
     render_item,
 )
 
-__all__ = ('SummaryRole', 'default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
-
-SummaryRole = Literal['assistant', 'user']
-"""Who the summary message speaks as: an assistant turn (as in the OpenAI Agents SDK) or a user turn."""
+__all__ = ('default_handoff_history_mapper', 'nest_handoff_history', 'summary_message')
 
 
 def summary_message(
@@ -71,18 +70,16 @@ def _cap_item(item: TranscriptItem, cap: int | None) -> TranscriptItem:
         if isinstance(value := item.get(key), str) and len(value) > cap
     }
     summary = item.get('summary')
-    if isinstance(summary, list) and any(_long_text(entry, cap) for entry in cast(list[Any], summary)):
+    if is_array(summary) and any(_long_text(entry, cap) for entry in summary):
         changed['summary'] = [
             {**entry, 'text': cut_text(entry['text'], cap, None)} if _long_text(entry, cap) else entry
-            for entry in cast(list[Any], summary)
+            for entry in summary
         ]
     return {**item, **changed} if changed else item
 
 
 def _long_text(entry: Any, cap: int) -> bool:
-    return (
-        isinstance(entry, dict) and isinstance(text := cast(dict[str, Any], entry).get('text'), str) and len(text) > cap
-    )
+    return is_object(entry) and isinstance(text := entry.get('text'), str) and len(text) > cap
 
 
 def _render(part: Part, cap: int | None) -> str | None:
@@ -273,27 +270,10 @@ def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
     return rewrap(source, parts)
 
 
-def check_summary_role(role: object) -> None:
-    """Raise a `UserError` naming the choices unless `role` is `'assistant'` or `'user'`."""
-    if role not in ('assistant', 'user'):
-        raise UserError(f"summary_role must be 'assistant' or 'user', got {role!r}")
-
-
-_MIN_RECORD_CHARS = 500
-
-
-def check_max_record_chars(value: object) -> None:
-    """Raise a `UserError` naming the setting unless `value` is `None` or an int of at least 500."""
-    if value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < _MIN_RECORD_CHARS:
-        raise UserError(f'max_record_chars must be None or an int of at least {_MIN_RECORD_CHARS}, got {value!r}')
-
-
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
-    if isinstance(mapped, str | bytes) or not isinstance(mapped, Sequence):
+    if not is_sequence(mapped):
         raise UserError(f'Invalid history mapper result: {mapped}')
-    messages = tuple(cast(Sequence[Any], mapped))
+    messages = tuple(mapped)
     if not all(isinstance(message, ModelRequest | ModelResponse) for message in messages):
         raise UserError(f'Invalid history mapper result: {mapped}')
     return messages
@@ -356,11 +336,10 @@ def nest_handoff_history(
     if history_mapper is None:
         nested = _nest_default(data, wrappers, summary_role, max_record_chars)
     else:
-        if not callable(history_mapper):
-            raise UserError(f'Invalid history mapper: {history_mapper}')
-        mapper = cast(Callable[[list[ModelMessage]], Any], history_mapper)
+        check_history_mapper(history_mapper)
         transcript = _history_messages(data.input_history, wrappers, summary_role)
         transcript.extend(_without_state(data.pre_handoff_items))
         transcript.extend(_without_state(data.new_items))
-        nested = list(_check_mapper_result(mapper(transcript)))
+        mapped: Any = history_mapper(transcript)  # checked: a mapper's result is the user's code
+        nested = list(_check_mapper_result(mapped))
     return data.clone(input_history=tuple(nested), pre_handoff_items=(), input_items=())

@@ -6,11 +6,10 @@ One OpenAI Responses input item corresponds to one pydantic-ai part, so filters 
 from __future__ import annotations
 
 import base64
-import copy
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic_ai.messages import (
     AudioUrl,
@@ -32,7 +31,6 @@ from pydantic_ai.messages import (
     NativeToolCallPart,
     NativeToolReturnPart,
     RetryFeedbackPart,
-    RetryPromptPart,  # pyright: ignore[reportDeprecated]
     SpeechPart,
     SystemPromptPart,
     TextContent,
@@ -47,7 +45,8 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 
-from ._transcript import TranscriptItem, dumps, render_item
+from ._guards import is_array, is_object
+from ._transcript import TranscriptItem, dumps, is_summary_candidate, render_item
 
 __all__ = (
     'PARENT_STATE_PARTS',
@@ -100,7 +99,7 @@ def _is_state(part: object) -> bool:
     return getattr(part, 'part_kind', None) in _STATE_KINDS
 
 
-_TOOL_PARTS = (ToolCallPart, ToolReturnPart, ThinkingPart, RetryFeedbackPart, RetryPromptPart)  # pyright: ignore[reportDeprecated]
+_TOOL_PARTS = (ToolCallPart, ToolReturnPart, ThinkingPart, RetryFeedbackPart)
 _HOSTED_PARTS = (NativeToolCallPart, NativeToolReturnPart, CompactionPart)
 _USER_PARTS = (UserPromptPart, SystemPromptPart)
 
@@ -122,7 +121,7 @@ def part_category(part: Part, native_ids: frozenset[str] = frozenset()) -> Categ
         return 'assistant'
     if isinstance(part, _USER_PARTS):
         return 'user'
-    if isinstance(part, _TOOL_PARTS):
+    if isinstance(part, _TOOL_PARTS) or part.part_kind == 'retry-prompt':
         return 'tool'
     if isinstance(part, _HOSTED_PARTS):
         return 'hosted'
@@ -195,7 +194,7 @@ def part_to_item(part: Part) -> TranscriptItem | None:  # noqa: C901 (one branch
         if part.outcome != 'success':
             item['outcome'] = part.outcome
         return item
-    if isinstance(part, RetryPromptPart):  # pyright: ignore[reportDeprecated]
+    if part.part_kind == 'retry-prompt':  # the deprecated `RetryPromptPart`, by its kind
         if part.tool_name is None:
             return {'type': 'retry_feedback', 'content': part.model_response()}
         return {
@@ -311,9 +310,8 @@ def _sdk_content(entry: dict[str, Any]) -> UserContent | None:
         return None
     if kind == 'input_audio':
         audio = entry.get('input_audio')
-        if isinstance(audio, dict):
-            audio_dict = cast(dict[str, Any], audio)
-            data, audio_format = audio_dict.get('data'), audio_dict.get('format')
+        if is_object(audio):
+            data, audio_format = audio.get('data'), audio.get('format')
             if isinstance(data, str) and isinstance(audio_format, str):
                 try:
                     return BinaryContent(data=base64.b64decode(data, validate=True), media_type=f'audio/{audio_format}')
@@ -324,12 +322,12 @@ def _sdk_content(entry: dict[str, Any]) -> UserContent | None:
 
 def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
     prefix = f'{name}: ' if isinstance(name, str) and name else ''
-    if not isinstance(content, list):
+    if not is_array(content):
         return prefix + ('' if content is None else _json_text(content))
     result: list[UserContent] = [prefix] if prefix else []
-    for entry in cast(list[Any], content):
-        if isinstance(entry, dict):
-            entry_dict = cast(dict[str, Any], entry)
+    for entry in content:
+        if is_object(entry):
+            entry_dict = entry
             kind, text, url = entry_dict.get('type'), entry_dict.get('text'), entry_dict.get('url')
             if kind in _TEXT_KINDS and isinstance(text, str):
                 result.append(text)
@@ -350,12 +348,12 @@ def _message_text(content: Any) -> str:
     """
     if content is None:
         return ''
-    if isinstance(content, list):
+    if is_array(content):
         texts: list[str] = []
-        for entry in cast(list[Any], content):
-            if not isinstance(entry, dict):
+        for entry in content:
+            if not is_object(entry):
                 return _json_text(content)
-            entry_dict = cast(dict[str, Any], entry)
+            entry_dict = entry
             kind = entry_dict.get('type')
             value = entry_dict.get('refusal') if kind == 'refusal' else entry_dict.get('text')
             if (kind not in _TEXT_KINDS and kind != 'refusal') or not isinstance(value, str):
@@ -365,7 +363,9 @@ def _message_text(content: Any) -> str:
     return _json_text(content)
 
 
-def _item_to_part(item: TranscriptItem, tool_names: dict[str, str]) -> Part:
+def _item_to_part(
+    item: TranscriptItem, tool_names: dict[str, str]
+) -> UserPromptPart | SystemPromptPart | ToolReturnPart | CompactionPart | TextPart | ToolCallPart | ThinkingPart:
     role, kind, content = item.get('role'), item.get('type'), item.get('content')
     if isinstance(role, str) and kind in (None, 'message'):
         if role == 'assistant':
@@ -390,11 +390,7 @@ def _item_to_part(item: TranscriptItem, tool_names: dict[str, str]) -> Part:
         )
     if kind == 'reasoning':
         summary = item.get('summary')
-        texts = [
-            str(cast(dict[str, Any], entry).get('text', ''))
-            for entry in (cast(list[Any], summary) if isinstance(summary, list) else [])
-            if isinstance(entry, dict)
-        ]
+        texts = [str(entry.get('text', '')) for entry in (summary if is_array(summary) else []) if is_object(entry)]
         return ThinkingPart('\n'.join(texts))
     if kind == 'compaction' and (content is None or isinstance(content, str)):
         return CompactionPart(content)
@@ -430,7 +426,7 @@ def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
             request_parts.append(part)
         else:
             flush_request()
-            response_parts.append(cast(ModelResponsePart, part))
+            response_parts.append(part)
     flush_request()
     flush_response()
     return messages
@@ -439,7 +435,7 @@ def items_to_messages(items: Iterable[TranscriptItem]) -> list[ModelMessage]:
 def _is_tool_answer(part: Part) -> bool:
     if isinstance(part, ToolReturnPart):
         return True
-    return isinstance(part, RetryPromptPart) and part.tool_name is not None  # pyright: ignore[reportDeprecated]
+    return part.part_kind == 'retry-prompt' and part.tool_name is not None
 
 
 def answers_tool_calls(message: ModelMessage) -> bool:
@@ -451,8 +447,9 @@ def answers_tool_calls(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and any(_is_tool_answer(part) for part in message.parts)
 
 
-def _as_content_list(part: ModelRequestPart) -> ModelRequestPart:
-    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+def _as_content_list(part: Part) -> Part:
+    """A text user prompt that starts like a handoff summary, as a one-item content list; any other part as it is."""
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str) and is_summary_candidate(part.content):
         return dataclasses.replace(part, content=[part.content])
     return part
 
@@ -461,26 +458,28 @@ def rewrap(message: ModelMessage, parts: Sequence[Part]) -> ModelMessage:
     """A copy of `message` with `parts` in place of its own, keeping every other field (provider, model, run id, ...).
 
     A response whose parts changed loses its `history_digest`, so no model continues server-side state from it.
-    A request that answered tool calls and keeps none of its tool returns has its text user prompts (tool output,
-    `ToolReturn.content`) turned into one-item content lists: the model reads the same text, but only a plain
-    string prompt is ever read as a handoff summary, and the list survives pydantic-ai merging the request into its
-    neighbours (which drops message `metadata`), so tool output never passes for user input.
+    Kept parts are left as they were, with one exception: in a request that answered tool calls and keeps none of its
+    tool returns, a text user prompt (tool output, `ToolReturn.content`) that starts like a handoff summary becomes a
+    one-item content list. The model reads the same text, but only a plain string prompt is ever read as a summary,
+    and the list survives pydantic-ai merging the request into its neighbours (which drops message `metadata`), so
+    tool output never passes for a summary of the conversation.
     The parts must come from `message` (they are not checked again); `message` itself is never mutated.
     """
+    changes: dict[str, Any]
+    if isinstance(message, ModelResponse):
+        changes = {'parts': list(parts), 'history_digest': None}
+    else:
+        kept = list(parts)
+        if answers_tool_calls(message) and not any(_is_tool_answer(part) for part in kept):
+            kept = [_as_content_list(part) for part in kept]
+        changes = {'parts': kept}
     state = getattr(message, '__dict__', None)
     if state is None:  # pragma: no cover (a future slotted message class)
-        new = copy.copy(message)
-    else:
-        new = object.__new__(type(message))
-        new.__dict__.update(state)
-    if isinstance(new, ModelResponse):
-        new.parts = cast(list[ModelResponsePart], list(parts))
-        new.history_digest = None
-    else:
-        request_parts = cast(list[ModelRequestPart], list(parts))
-        if answers_tool_calls(message) and not any(_is_tool_answer(part) for part in request_parts):
-            request_parts = [_as_content_list(part) for part in request_parts]
-        new.parts = request_parts
+        return dataclasses.replace(message, **changes)
+    # A copy by hand: `dataclasses.replace` would run `__post_init__` and validation again, for every message.
+    new = object.__new__(type(message))
+    new.__dict__.update(state)
+    new.__dict__.update(changes)
     return new
 
 

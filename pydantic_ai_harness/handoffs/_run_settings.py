@@ -14,7 +14,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
-from ._delegation import Delegation, HandoffConfig, RunHandoffs, active_run_handoffs
+from ._config import HandoffConfig, SummaryRole, with_overrides
+from ._data import HandoffHistoryMapper, HandoffInputFilter
+from ._delegation import Delegation, RunHandoffs, active_run_handoffs
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
 
@@ -38,16 +40,44 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     """
 
     config: HandoffConfig = field(default_factory=HandoffConfig)
-    """The settings every delegation of the run uses unless it passes its own."""
+    """The settings every delegation of the run uses unless it passes its own; the settings below, when given,
+    replace its values (so `Handoffs(nest_handoff_history=True)` is `Handoffs(HandoffConfig(nest_handoff_history=True))`).
+    """
 
     _: dataclasses.KW_ONLY
+
+    input_filter: HandoffInputFilter | None = None
+    """When not `None`, replaces `config.input_filter`."""
+
+    nest_handoff_history: bool | None = None
+    """When not `None`, replaces `config.nest_handoff_history`."""
+
+    history_mapper: HandoffHistoryMapper | None = None
+    """When not `None`, replaces `config.history_mapper`."""
+
+    summary_role: SummaryRole | None = None
+    """When not `None`, replaces `config.summary_role`."""
+
+    forward_system_prompt: bool | None = None
+    """When not `None`, replaces `config.forward_system_prompt`."""
+
+    max_record_chars: int | None = None
+    """When not `None`, replaces `config.max_record_chars`."""
 
     id: str | None = 'pydantic_ai_harness_handoffs'
     """The capability's id: one per agent; pass another to keep two."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, HandoffConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(self.config).__name__}')
+        _check_config(self.config)
+        self.config = with_overrides(
+            self.config,
+            input_filter=self.input_filter,
+            nest_handoff_history=self.nest_handoff_history,
+            history_mapper=self.history_mapper,
+            summary_role=self.summary_role,
+            forward_system_prompt=self.forward_system_prompt,
+            max_record_chars=self.max_record_chars,
+        )
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Make `config` the run-wide handoff settings for the length of the run."""
@@ -69,6 +99,11 @@ class Handoffs(AbstractCapability[AgentDepsT]):
         if delegation is not None:
             messages.append(_answer_message(delegation, ctx.run_id))
         return result
+
+
+def _check_config(config: object) -> None:
+    if not isinstance(config, HandoffConfig):
+        raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(config).__name__}')
 
 
 def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:

@@ -15,13 +15,14 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any, TypeGuard
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
 
 from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
 from ._cut import cut_text, with_content
+from ._guards import is_object, is_sequence
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (
     build_summary_from_records,
@@ -50,6 +51,10 @@ def inherited_overflow() -> ContextVar[OverflowingToolOutput | None]:
     return _inherited
 
 
+def _is_capability(value: object) -> TypeGuard[AbstractCapability[Any]]:
+    return isinstance(value, AbstractCapability)
+
+
 def _find(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
     found: list[OverflowingToolOutput] = []
 
@@ -58,8 +63,8 @@ def _find(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
             found.append(capability)
 
     for capability in capabilities:
-        if isinstance(capability, AbstractCapability):
-            cast(AbstractCapability[Any], capability).apply(visit)
+        if _is_capability(capability):
+            capability.apply(visit)
     return found[0] if found else None
 
 
@@ -69,21 +74,20 @@ def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingTo
     root = getattr(agent, 'root_capability', None)
     if root is not None:
         candidates.append(root)
-    if isinstance(run_capabilities, Sequence) and not isinstance(run_capabilities, str):
-        candidates.extend(cast(Sequence[Any], run_capabilities))
+    if is_sequence(run_capabilities):
+        candidates.extend(run_capabilities)
     return _find(candidates)
 
 
 def spill_handles(part: ToolReturnPart) -> list[str]:
     """The handles `OverflowingToolOutput` recorded in a tool return's metadata (return value and content)."""
     metadata = part.metadata
-    if not isinstance(metadata, dict):
+    if not is_object(metadata):
         return []
-    items = cast(dict[Any, Any], metadata).items()
     return [
         v
-        for k, v in items
-        if isinstance(k, str) and k.startswith('overflow') and k.endswith('_handle') and isinstance(v, str)
+        for k, v in metadata.items()
+        if isinstance(v, str) and str(k).startswith('overflow') and str(k).endswith('_handle')
     ]
 
 
@@ -155,7 +159,7 @@ def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessa
             if isinstance(content, str) and _summary_part(message, part):
                 text = _mark_summary(content, wrappers)
                 if text is not None:
-                    marked.append(dataclasses.replace(cast(Any, part), content=text))
+                    marked.append(dataclasses.replace(part, content=text))
                     changed = True
                     continue
             marked.append(part)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any
+
+from ._guards import is_object
 
 __all__ = (
     'DEFAULT_END_WRAPPER',
@@ -244,9 +246,7 @@ def _json_object(text: str) -> TranscriptItem | None:
         value = json.loads(text)
     except (ValueError, RecursionError):  # `RecursionError`: arrays or objects nested deeper than the decoder goes
         return None
-    if not isinstance(value, dict):
-        return None
-    return cast(TranscriptItem, value)
+    return value if is_object(value) else None
 
 
 def _parse_record(record: str) -> TranscriptItem | None:

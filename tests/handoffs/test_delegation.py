@@ -25,6 +25,7 @@ from pydantic_ai_harness.handoffs import (
     HandoffConfig,
     HandoffInputData,
     HandoffInputFilter,
+    Handoffs,
     delegate,
     handoff_input_from_context,
     nest_handoff_history,
@@ -74,7 +75,9 @@ def make_triage(
 
     agent: Agent[None, str]
     if output_function:
-        agent = Agent(triage_model('final_result'), name='triage', output_type=[transfer_to_billing])
+        agent = Agent(
+            triage_model('final_result'), name='triage', output_type=[transfer_to_billing], capabilities=[Handoffs()]
+        )
     else:
         agent = Agent(triage_model('transfer_to_billing'), name='triage', tools=[transfer_to_billing])
     agent.tool_plain(lookup)

@@ -13,8 +13,6 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.handoffs import HandoffConfig, HandoffInputData, delegate, nest_handoff_history
-from pydantic_ai_harness.handoffs._spills import _mark_summary
-from pydantic_ai_harness.handoffs._transcript import build_summary_text, get_conversation_history_wrappers
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
 
 from ._helpers import assistant, summary_texts, user
@@ -277,15 +275,39 @@ async def test_an_unreadable_note_is_not_repeated_when_handed_on_unfiltered(tmp_
     assert repr(seen[0]).count('cannot be read by this agent') == 1
 
 
+async def _what_a_delegate_without_the_store_sees(output: str, tmp_path: Path) -> str:
+    """An earlier summary holds a tool output `output`; a delegate with a store of its own reads it in its history."""
+    earlier = HandoffInputData(
+        input_history=(
+            user('Analyse the report'),
+            ModelResponse(parts=[ToolCallPart('report', {}, 'c1')]),
+            ModelRequest(parts=[ToolReturnPart('report', output, 'c1')]),
+        ),
+        pre_handoff_items=(),
+        new_items=(),
+    )
+    history = nest_handoff_history(earlier).to_message_history()
+    seen: list[ModelMessage] = []
+    final = Agent(FunctionModel(lambda m, i: seen.extend(m) or ModelResponse(parts=[TextPart('ok')])), name='f')
+    parent = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'a'))
+    triage = Agent(handing_off_model(None, 'transfer'), name='triage', deps_type=type(None), capabilities=[parent])
+
+    @triage.tool(name='transfer')
+    async def hand_off(ctx: RunContext[None]) -> str:
+        """Hand off to a delegate with a store of its own."""
+        own = OverflowingToolOutput(bands=[Band(over=1_000, action=Spill())], store=LocalFileStore(tmp_path / 'b'))
+        return (await delegate(final, ctx, 'go on', capabilities=[own])).output
+
+    await triage.run('Go on', message_history=history)
+    return '\n'.join(summary_texts(seen))
+
+
 @pytest.mark.parametrize('quoted', ["'run-1/c1/0'", '"run-1/c1/0"'])
-def test_a_handle_named_either_way_is_marked_unreadable(quoted: str) -> None:
+async def test_a_handle_named_either_way_is_marked_unreadable(quoted: str, tmp_path: Path) -> None:
     """Histories from earlier releases name handles in double quotes; they are recognised as today's are."""
     output = f'[`report` returned too much to show (~3000 tokens). Saved in full under handle {quoted}: 1 line.]'
-    wrappers = get_conversation_history_wrappers()
-    text = build_summary_text([{'type': 'function_call_output', 'call_id': 'c1', 'output': output}], wrappers=wrappers)
-    marked = _mark_summary(text, wrappers)
-    assert marked is not None
-    assert "the full output saved under 'run-1/c1/0' cannot be read by this agent" in marked
+    seen = await _what_a_delegate_without_the_store_sees(output, tmp_path)
+    assert "the full output saved under 'run-1/c1/0' cannot be read by this agent" in seen
 
 
 @pytest.mark.parametrize(
@@ -296,8 +318,8 @@ def test_a_handle_named_either_way_is_marked_unreadable(quoted: str) -> None:
         "It's under handle 'a' somewhere,\nsays the apostrophe's owner",
     ],
 )
-def test_text_that_only_mentions_a_handle_is_not_marked(output: str) -> None:
+async def test_text_that_only_mentions_a_handle_is_not_marked(output: str, tmp_path: Path) -> None:
     """Only the capability's own spill, summary and cut texts name a stored output; other text may say 'handle'."""
-    wrappers = get_conversation_history_wrappers()
-    text = build_summary_text([{'type': 'function_call_output', 'call_id': 'c1', 'output': output}], wrappers=wrappers)
-    assert _mark_summary(text, wrappers) is None
+    seen = await _what_a_delegate_without_the_store_sees(output, tmp_path)
+    assert 'cannot be read by this agent' not in seen
+    assert 'handle' in seen  # the output itself is there, unmarked

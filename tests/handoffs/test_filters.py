@@ -144,7 +144,7 @@ def test_removes_every_tool_part_kind_and_keeps_conversation() -> None:
             '2 request: retry-prompt',
             '2 request: retry-feedback',
             '2 request: system-prompt: be nice',
-            "2 request: user-prompt: ['thanks']",
+            '2 request: user-prompt: thanks',
         ]
     )
     kept_response = kept[1]
@@ -200,3 +200,16 @@ def test_input_is_not_mutated() -> None:
 def test_bad_segments_are_rejected(bad: object) -> None:
     with pytest.raises(TypeError, match='pre_handoff_items'):
         HandoffInputData(input_history='hi', pre_handoff_items=bad, new_items=())  # pyright: ignore[reportArgumentType]
+
+
+def test_kept_parts_are_left_as_they_were() -> None:
+    """Dropping a tool return from a request leaves the user prompt beside it as it was: a string stays a string."""
+    response = ModelResponse(parts=[TextPart('checking'), ToolCallPart('lookup', {}, 'c')])
+    prompt = UserPromptPart('kept')
+    request = ModelRequest(parts=[ToolReturnPart('lookup', 'x', 'c'), prompt])
+    data = HandoffInputData(input_history=(user('hi'), response, request), pre_handoff_items=(), new_items=())
+    history = remove_all_tools(data).to_message_history()
+    assert describe(history) == snapshot(
+        ['0 request: user-prompt: hi', '1 response: text: checking', '2 request: user-prompt: kept']
+    )
+    assert history[2].parts == [prompt]

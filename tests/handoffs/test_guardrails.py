@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.handoffs import SummaryRole, delegate
+from pydantic_ai_harness.handoffs import Handoffs, SummaryRole, delegate
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +67,13 @@ def output_function_router(
         calls = [ToolCallPart('note', {'text': text}, f'n{i}') for i, text in enumerate(before or [])]
         return ModelResponse(parts=[*calls, ToolCallPart(info.output_tools[0].name, {}, 'h')])
 
-    router = Agent(FunctionModel(respond), name='router', output_type=[to_billing], end_strategy=end_strategy)
+    router = Agent(
+        FunctionModel(respond),
+        name='router',
+        output_type=[to_billing],
+        end_strategy=end_strategy,
+        capabilities=[Handoffs()],
+    )
 
     @router.tool_plain
     def note(text: str) -> str:

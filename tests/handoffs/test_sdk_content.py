@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.handoffs import HandoffInputData, delegate, nest_handoff_history
+from pydantic_ai_harness.handoffs import HandoffInputData, Handoffs, delegate, nest_handoff_history
 
 from ._helpers import Recorder
 
@@ -125,7 +125,7 @@ async def test_a_delegate_with_a_mapper_runs_on_sdk_written_parts() -> None:
             await delegate(specialist, ctx, 'continue', nest_handoff_history=True, history_mapper=lambda t: t)
         ).output
 
-    triage = Agent(FunctionModel(handing_off), output_type=[hand_off])
+    triage = Agent(FunctionModel(handing_off), output_type=[hand_off], capabilities=[Handoffs()])
     await triage.run('next question', message_history=[ModelResponse(parts=[TextPart(sdk_summary())])])
     texts = [p.content for m in recorder.last for p in m.parts if isinstance(p, TextPart)]
     assert 'Assist reply' in texts and not any('output_text' in t for t in texts)

@@ -5,9 +5,13 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from inline_snapshot import snapshot
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 
 from pydantic_ai_harness.handoffs import (
+    HandoffInputData,
+    default_handoff_history_mapper,
     get_conversation_history_wrappers,
+    nest_handoff_history,
     reset_conversation_history_wrappers,
     set_conversation_history_wrappers,
 )
@@ -28,8 +32,19 @@ def _reset_wrappers() -> Iterator[None]:
     reset_conversation_history_wrappers()
 
 
+def _text(messages: list[ModelMessage]) -> str:
+    [summary] = messages
+    [part] = summary.parts
+    assert isinstance(part, TextPart)
+    return part.content
+
+
+def _summary_of(messages: list[ModelMessage]) -> str:
+    return _text(default_handoff_history_mapper(messages))
+
+
 def test_constants_are_byte_identical() -> None:
-    assert build_summary_text([]) == (
+    assert _summary_of([]) == (
         'For context, here is the conversation so far between the user and the previous agent:\n'
         '<CONVERSATION HISTORY>\n'
         '(no previous turns recorded)\n'
@@ -78,10 +93,10 @@ def test_render_falls_back_on_unserializable_items() -> None:
 
 
 def test_summary_numbers_records() -> None:
-    text = build_summary_text(
+    text = _summary_of(
         [
-            {'role': 'user', 'content': "What's the weather?"},
-            {'type': 'function_call', 'call_id': 'call_1', 'name': 'get_weather', 'arguments': '{"city":"London"}'},
+            ModelRequest(parts=[UserPromptPart("What's the weather?")]),
+            ModelResponse(parts=[ToolCallPart('get_weather', '{"city":"London"}', 'call_1')]),
         ]
     )
     assert text == snapshot("""\
@@ -185,13 +200,16 @@ def test_wrappers_api() -> None:
     assert get_conversation_history_wrappers() == ('<<START>>', '</CONVERSATION HISTORY>')
     set_conversation_history_wrappers(end='<<END>>')
     assert get_conversation_history_wrappers() == ('<<START>>', '<<END>>')
-    text = build_summary_text([{'role': 'user', 'content': 'hi'}])
+    text = _summary_of([ModelRequest(parts=[UserPromptPart('hi')])])
     assert text.splitlines()[1] == '<<START>>'
     assert text.splitlines()[-1] == '<<END>>'
-    assert parse_summary_text(text) == [{'role': 'user', 'content': 'hi'}]
+    earlier = HandoffInputData(
+        input_history=(ModelResponse(parts=[TextPart(text)]),), pre_handoff_items=(), new_items=()
+    )
+    assert _text(nest_handoff_history(earlier).to_message_history()).splitlines()[2] == '1. user: hi'  # flattened
     reset_conversation_history_wrappers()
     assert get_conversation_history_wrappers() == WRAPPERS
-    assert parse_summary_text(text) is None
+    assert '\\n<<START>>\\n1. user: hi' in _text(nest_handoff_history(earlier).to_message_history())  # a plain record
 
 
 @pytest.mark.anyio

@@ -42,6 +42,7 @@ import pydantic_ai_harness
 from pydantic_ai_harness.handoffs import (
     HandoffHistory,
     HandoffInputData,
+    Handoffs,
     SummaryRole,
     delegate,
     nest_handoff_history,
@@ -269,7 +270,7 @@ async def test_a_long_history_is_nested_off_the_event_loop(records: int) -> None
     def hand_off(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {}, 'h')])
 
-    router = Agent(FunctionModel(hand_off), output_type=[to_specialist])
+    router = Agent(FunctionModel(hand_off), output_type=[to_specialist], capabilities=[Handoffs()])
     earlier = ModelResponse(parts=[TextPart(_summary(*[f'user: question {n}' for n in range(records)]))])
     loop_thread = threading.current_thread()
     await router.run('next', message_history=[ModelRequest(parts=[UserPromptPart('q')]), earlier])
