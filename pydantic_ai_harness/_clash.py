@@ -12,7 +12,14 @@ import functools
 import warnings
 from importlib import metadata
 
-__all__ = ('DISTRIBUTION', 'UPSTREAM_DISTRIBUTION', 'PackageClashWarning', 'check_clash', 'warn_on_clash')
+__all__ = (
+    'DISTRIBUTION',
+    'UPSTREAM_DISTRIBUTION',
+    'PackageClashWarning',
+    'check_clash',
+    'upstream_name_error',
+    'warn_on_clash',
+)
 
 UPSTREAM_DISTRIBUTION = 'pydantic-ai-harness'
 """The official harness's distribution: its import package is `pydantic_ai_harness` too."""
@@ -62,3 +69,28 @@ def warn_on_clash() -> None:
     message = check_clash()
     if message is not None:
         warnings.warn(message, PackageClashWarning, stacklevel=2)
+
+
+_UPSTREAM_NAMES = {
+    'ToolOutputLimits': 'from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput',
+    'tool_output_limits': 'import pydantic_ai_harness.overflowing_tool_output',
+}
+"""Upstream's top-level names for the capability this project calls `OverflowingToolOutput`, and what to write."""
+
+
+def upstream_name_error(name: str) -> ImportError | None:
+    """The error for `from pydantic_ai_harness import <name>` when `name` is upstream's, naming the replacement.
+
+    An `ImportError`, not an `AttributeError`: `from ... import` replaces an `AttributeError` with its own
+    message ("cannot import name"), which would drop the replacement.
+    """
+    replacement = _UPSTREAM_NAMES.get(name)
+    if replacement is None:
+        return None
+    clash = check_clash()  # with upstream installed too, the shared files are the problem: say so
+    return ImportError(
+        f"`{name}` is the official {UPSTREAM_DISTRIBUTION} package's name; this is {DISTRIBUTION}, where the "
+        f'same capability is `OverflowingToolOutput`: `{replacement}`. The migration guide (docs/migration.md) '
+        'lists what else differs.' + (f' {clash}' if clash else ''),
+        name=name,
+    )

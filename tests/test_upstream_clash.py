@@ -38,8 +38,8 @@ class Wheels:
     """A directory of links to this environment's site-packages, without any `pydantic_ai_harness` copy."""
 
 
-@pytest.fixture(scope='module')
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+def fetch_wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    """This project's wheel, built; upstream's, downloaded; and the dependencies' directory of links."""
     ours = build_wheel(tmp_path_factory.mktemp('ours'))
     download = tmp_path_factory.mktemp('upstream')
     fetched = subprocess.run(
@@ -58,6 +58,11 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
             continue
         (dependencies / entry.name).symlink_to(entry)
     return Wheels(ours, upstream, dependencies)
+
+
+@pytest.fixture(scope='module')
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    return fetch_wheels(tmp_path_factory)
 
 
 @dataclass
@@ -90,13 +95,17 @@ class Venv:
         )
 
 
-@pytest.fixture
-def venv(tmp_path: Path, wheels: Wheels) -> Venv:
-    root = tmp_path / 'venv'
+def make_venv(root: Path, wheels: Wheels) -> Venv:
+    """An isolated venv at `root` with nothing installed, seeing the dependencies through a `.pth` file."""
     subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(root)], check=True)
     [site] = (root / 'lib').glob('python3*/site-packages')
     (site / 'dependencies.pth').write_text(f'{wheels.dependencies}\n')
     return Venv(root, wheels)
+
+
+@pytest.fixture
+def venv(tmp_path: Path, wheels: Wheels) -> Venv:
+    return make_venv(tmp_path / 'venv', wheels)
 
 
 def _assert_says_what_to_do(text: str) -> None:
@@ -119,7 +128,11 @@ def test_installed_over_upstream_the_import_warns_and_says_what_to_do(venv: Venv
 
     # What the warning is about: upstream's top-level names are gone from the shared `__init__.py`.
     upstream_import = venv.run('from pydantic_ai_harness import ToolOutputLimits')
-    assert "cannot import name 'ToolOutputLimits'" in upstream_import.stderr
+    assert upstream_import.returncode != 0
+    assert (
+        "ImportError: `ToolOutputLimits` is the official pydantic-ai-harness package's name" in upstream_import.stderr
+    )
+    _assert_says_what_to_do(upstream_import.stderr.splitlines()[-1])
 
 
 def test_upstream_installed_over_this_project_is_reported_to_the_cli(venv: Venv) -> None:
