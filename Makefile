@@ -6,6 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
+DOCS_STAMP := $(VENV)/.installed-docs
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 # inline-snapshot formats with `ruff` from the PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -24,7 +25,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip
 	$(PIP) install 'pip>=25.1'
 	$(PIP) install -e . --group dev
-	@touch $(STAMP) $(DEMO_STAMP)
+	@touch $(STAMP) $(DEMO_STAMP) $(DOCS_STAMP)
+
+# Only the docs group (mkdocs, Material, mkdocstrings, ruff: some 40 packages, not the 1 GB dev group): the API
+# reference is read from the source, so the package and its dependencies are not needed. `make docs` uses it
+# unless the dev install is there, or on its way (another goal, such as `make test`, needs it).
+$(DOCS_STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip
+	$(PIP) install 'pip>=25.1'
+	$(PIP) install --group docs
+	@touch $(DOCS_STAMP)
+DOCS_INSTALL := $(if $(or $(wildcard $(STAMP)),$(filter-out docs,$(MAKECMDGOALS))),$(STAMP),$(DOCS_STAMP))
 
 # Only what the demo needs (examples/requirements.txt: about 30 packages, not the dev toolchain); the demo
 # imports the package from this checkout. A fresh .venv gets no pip of its own when the system pip can
@@ -65,7 +76,7 @@ pytest: $(STAMP) ## Run the test suite
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 .PHONY: docs
-docs: $(STAMP) ## Build the docs site with mkdocs --strict
+docs: $(DOCS_INSTALL) ## Build the docs site (site/index.html opens from disk) with mkdocs --strict
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 .PHONY: test

