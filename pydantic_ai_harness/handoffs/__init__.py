@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from .._clash import warn_on_clash
 from ._capability import HandoffHistory
 from ._config import HandoffConfig, SummaryRole
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
@@ -50,3 +51,7 @@ __all__ = (
     'reset_conversation_history_wrappers',
     'set_conversation_history_wrappers',
 )
+
+# Upstream `pydantic-ai-harness` installed over this package replaces the top-level `__init__` (and its check);
+# this subpackage is ours alone, so it says so here too.
+warn_on_clash()
