@@ -97,7 +97,7 @@ class Truncate:
         _check_then(self.then, 'Truncate')
 
 
-def _default_spill_fallback() -> Action:
+def _default_fallback() -> Action:
     return Truncate()
 
 
@@ -122,7 +122,7 @@ class Spill:
     timeout: float = 30.0
     """Seconds a store write may take before it counts as failed and `then` runs."""
 
-    then: Action | None = field(default_factory=_default_spill_fallback)
+    then: Action | None = field(default_factory=_default_fallback)
     """What to do when the store cannot take the write. `None` lets the original through (with a warning)."""
 
     def __post_init__(self) -> None:
@@ -152,8 +152,10 @@ class Summarize:
     summarize: SummarizeFunc | None = None
     """A custom `(tool_name, text) -> summary` function (sync or async) that replaces the built-in prompt."""
 
-    then: Action | None = None
-    """What to do when no summary can be made (a binary payload, an error, empty output, no budget)."""
+    then: Action | None = field(default_factory=_default_fallback)
+    """What to do when no summary can be made (a binary payload, an error, empty output, no budget). By default a
+    [`Truncate`][pydantic_ai_harness.overflowing_tool_output.Truncate], as for `Spill`: a failed reduction never
+    lets an oversized payload through. `None` lets the original through (with a warning)."""
 
     max_input_chars: int = 100_000
     """The largest text sent in one chunk request; longer payloads are summarized in chunks, then combined.
@@ -178,6 +180,8 @@ class Summarize:
         _check_seconds(self.store_timeout, 'Summarize.store_timeout')
         if self.summarize is not None and not callable(self.summarize):
             raise TypeError('Summarize.summarize must be a callable `(tool_name, text) -> str`')
+        if isinstance(self.model, str):
+            _check_model_name(self.model)
         _check_then(self.then, 'Summarize')
 
 
@@ -199,6 +203,27 @@ def _check_int(value: object, where: str, minimum: int) -> None:
         raise TypeError(f'{where} must be an int, got {type(value).__name__} {value!r}')
     if value < minimum:
         raise ValueError(f'{where} must be at least {minimum}, got {value}')
+
+
+def _check_model_name(model: str) -> None:
+    """Refuse a model name no provider serves, or one whose provider's package is missing, naming the setting.
+
+    The provider is only looked up, not built: its credentials may still be on their way (set later in the
+    environment, say), and are checked by the first request as usual.
+    """
+    from pydantic_ai.models import infer_model, parse_model_id
+    from pydantic_ai.providers import infer_provider_class
+
+    provider, _ = parse_model_id(model)
+    try:
+        if provider is None:
+            infer_model(model)  # a name without a provider: 'test', or a legacy name pydantic-ai still knows
+        else:
+            infer_provider_class(provider)
+    except ImportError as exc:
+        raise ImportError(f'Summarize.model={model!r}: {exc}') from None
+    except Exception as exc:  # noqa: BLE001 - pydantic-ai says why (unknown model, unknown provider) in its own types
+        raise ValueError(f'Summarize.model={model!r} is not a model pydantic-ai knows: {exc}') from None
 
 
 def _check_then(then: object, owner: str) -> None:

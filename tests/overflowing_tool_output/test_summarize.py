@@ -131,8 +131,15 @@ async def test_failing_summarizer_follows_then(summarize: Any, reason: str) -> N
     assert len(result.all_messages()[2].parts[0].content) <= 300
 
 
-async def test_failing_summarizer_without_then_passes_the_original_through() -> None:
+async def test_failing_summarizer_falls_back_to_truncate_by_default() -> None:
     action = Summarize(summarize=lambda tool, text: '', keep_original=False)
+    with pytest.warns(OverflowingToolOutputWarning, match='returned empty text; falling back to Truncate'):
+        result = await _run(OverflowingToolOutput(bands=[Band(over=1_000, action=action)]), LOG, summarizer_model())
+    assert len(result.all_messages()[2].parts[0].content) <= 5_000 < len(LOG)
+
+
+async def test_failing_summarizer_with_then_none_passes_the_original_through() -> None:
+    action = Summarize(summarize=lambda tool, text: '', keep_original=False, then=None)
     with pytest.warns(OverflowingToolOutputWarning, match='leaving it as is'):
         result = await _run(OverflowingToolOutput(bands=[Band(over=1_000, action=action)]), LOG, summarizer_model())
     assert result.all_messages()[2].parts[0].content == LOG
@@ -297,3 +304,22 @@ async def test_a_successful_summary_names_the_original_it_stored(memory_store: M
     part = result.all_messages()[2].parts[0]
     assert memory_store.data == {part.metadata['overflow_handle']: LOG.encode()}
     assert f"saved under handle '{part.metadata['overflow_handle']}'" in part.content
+
+
+@pytest.mark.parametrize(
+    ('model', 'error', 'message'),
+    [
+        ('nosuchprovider:foo', ValueError, "Summarize.model='nosuchprovider:foo' is not a model pydantic-ai knows"),
+        ('gpt-4o', ValueError, 'Unknown model: gpt-4o'),
+    ],
+)
+def test_a_model_name_no_provider_serves_is_refused_at_construction(
+    model: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        Summarize(model=model)
+
+
+def test_a_model_name_is_only_looked_up_not_connected() -> None:
+    Summarize(model='openai:gpt-4o-mini')  # no request and no client: credentials are the first request's to check
+    Summarize(model='test')
