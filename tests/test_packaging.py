@@ -170,7 +170,12 @@ NON_PUBLIC_PYDANTIC_AI_NAMES = {
 }
 """Names the package imports from pydantic-ai that pydantic-ai does not export (in no `__all__`): where each is used."""
 
-PUBLIC_WITHOUT_ALL = {'pydantic_ai.models.Model'}
+PUBLIC_WITHOUT_ALL = {
+    'pydantic_ai.models.Model',
+    'pydantic_ai.models.infer_model',
+    'pydantic_ai.models.parse_model_id',
+    'pydantic_ai.providers.infer_provider_class',
+}
 """Documented in pydantic-ai's API reference, from a module that has no `__all__`."""
 
 
