@@ -77,8 +77,9 @@ def test_short_handles_are_listed_shown_grepped_and_removed(tmp_path: Path) -> N
     assert cli(root, 'show', short) == (0, 'ERROR: disk full\nretrying\n', '')
     assert cli(root, 'grep', short, 'disk') == (0, '1:ERROR: disk full\n', '')
     assert cli(root, 'rm', short) == (0, f'deleted  {short}\n', '')
-    assert sorted(p.name for p in root.iterdir()) == ['.aliases']  # The run's directories went, and the alias.
-    assert list((root / '.aliases').iterdir()) == []
+    assert sorted(p.name for p in root.iterdir()) == ['.aliases']  # The run's directories went.
+    # The alias became a tombstone of its handle: the id goes to no other key until a prune removes it.
+    assert [(p.name, p.read_bytes()) for p in (root / '.aliases').iterdir()] == [(short, b'\x00' + key.encode())]
     assert cli(root, 'show', short)[0] == 1
 
 

@@ -43,9 +43,17 @@ from ._local_fs import (
     write_all,
     write_temp,
 )
-from ._local_index import index_in_background, line_index_of, publish_sidecar
+from ._local_index import freshen, index_in_background, line_index_of, publish_sidecar
 from ._local_prune import prune_root, schedule_prune, warn_or_raise
-from ._paths import MAX_CANDIDATES, MAX_SEGMENTS, candidate_handles, handle_for_key, handle_for_names, names_for_handle
+from ._paths import (
+    MAX_CANDIDATES,
+    MAX_SEGMENTS,
+    as_handle,
+    candidate_handles,
+    handle_for_key,
+    handle_for_names,
+    names_for_handle,
+)
 from ._protocol import HandleNotFoundError, StoredPayload, StreamedPayload
 from ._ttl import normalize_ttl
 
@@ -181,8 +189,12 @@ class LocalFileStore:
         return await _in_thread(lambda: self._delete_sync(handle))
 
     async def resolve(self, handle: str) -> str:
-        """The full handle a short one stands for (`handle` itself when it is no known alias)."""
-        return await _in_thread(lambda: self._in_root(lambda root: resolved(root, handle), handle))
+        """The full handle a short one stands for (`handle` itself when it is no known alias).
+
+        A store key that is no handle (an empty or spaced tool call id: `run//0`) gives the handle it was filed under.
+        """
+        full = as_handle(handle)
+        return await _in_thread(lambda: self._in_root(lambda root: resolved(root, full), full))
 
     async def alias(self, handle: str) -> str | None:
         """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
@@ -265,6 +277,7 @@ class LocalFileStore:
                 else:  # pragma: no cover - the name kept appearing and vanishing under us
                     holds = 'different'
                 if holds == 'same':
+                    freshen(directory, name)
                     return candidate
         finally:
             if temp is not None:
@@ -337,6 +350,7 @@ class LocalFileStore:
                 else:  # pragma: no cover - the name kept appearing and vanishing under us
                     holds = 'different'
                 if holds == 'same':
+                    freshen(directory, name)
                     return StreamedPayload(candidate, index)
         finally:
             remove_quietly(directory, temp)
@@ -344,6 +358,7 @@ class LocalFileStore:
 
     def _with_payload(self, handle: str, use: Callable[[int, Dir, list[str]], _T]) -> _T:
         """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`."""
+        handle = as_handle(handle)
         if names_for_handle(handle) is None:
             raise HandleNotFoundError(NOT_FOUND)
         root = open_root(self.root_path, create=False)
@@ -407,6 +422,7 @@ class LocalFileStore:
         return sorted(found, key=lambda payload: payload.handle)
 
     def _delete_sync(self, handle: str) -> bool:
+        handle = as_handle(handle)
         if names_for_handle(handle) is None:
             return False
         return self._in_root(lambda root: _delete_in(root, resolved(root, handle)), False)

@@ -1,11 +1,17 @@
 """The short-id aliases of `LocalFileStore`: one file per short id under `.aliases/`, holding the full handle.
 
-An alias is published like a payload (a temp file hard-linked into place), so it never replaces another one.
+An alias is published like a payload (a temp file hard-linked into place), so it never replaces another handle's.
+A deleted payload's alias becomes a tombstone (a NUL, then the handle it stood for) rather than a free id, so a
+handle the model still holds never comes to name another payload: only the same handle written again takes its id
+back, and pruning removes tombstones once they are older than its age limit (with the aliases of the payloads it
+prunes: past the age limit, a handle names nothing). Every lookup scans all the candidates
+of a handle (at most seven), so a hole left by pruning never hides the alias behind it.
 """
 
 from __future__ import annotations
 
 import stat
+from typing import Literal
 
 from ..._gil import hand_over
 from ._local_fs import (
@@ -14,6 +20,7 @@ from ._local_fs import (
     Dir,
     holds_data,
     link_exclusive,
+    publish,
     read_small_file,
     remove_quietly,
     walk,
@@ -27,6 +34,8 @@ ALIASES = '.aliases'
 """Directory of the short-handle aliases: one file per short id, holding the full handle (never listed as a payload)."""
 
 _MAX_ALIAS_FILE = 4096
+_TOMBSTONE = b'\x00'
+"""Starts the content of a deleted payload's alias (no handle starts with NUL)."""
 
 
 def link_alias(root: Dir, handle: str, *, durable: bool) -> str:
@@ -46,9 +55,16 @@ def link_alias(root: Dir, handle: str, *, durable: bool) -> str:
 
 def _link_in(aliases: Dir, handle: str, *, durable: bool) -> str:
     target = handle.encode('utf-8', errors='surrogatepass')
+    shorts = list(short_handles(handle))
+    for short in shorts:
+        kind, owner = _alias_state(aliases, short)
+        if owner == handle:
+            if kind == 'tombstone':  # The same handle written again after a delete: its id comes back.
+                publish(aliases, short, target, durable=durable)
+            return short
     temp: str | None = None
     try:
-        for short in short_handles(handle):
+        for short in shorts:
             if temp is None:
                 temp = write_temp(aliases, target, durable=durable)[0]
             # Link first: the alias is usually new, and a link never replaces what another writer put there.
@@ -69,13 +85,9 @@ def alias_of(root: Dir, handle: str) -> str | None:
     except OSError:
         return None
     try:
-        for short in short_handles(handle):
-            target = _alias_target(aliases, short)
-            if target is None:
-                return None
-            if target == handle:
-                return short
-        return None
+        return next(
+            (short for short in short_handles(handle) if _alias_state(aliases, short) == ('live', handle)), None
+        )
     finally:
         aliases.close()
 
@@ -95,28 +107,25 @@ def resolved(root: Dir, handle: str) -> str:
 
 
 def drop_alias(root: Dir, handle: str) -> None:
-    """Delete the alias of the full `handle`, if it has one (the candidates before it belong to other handles)."""
+    """Turn the alias of the full `handle` (if it has one) into a tombstone, so its id goes to no other handle."""
     try:
         aliases = root.child(ALIASES, create=False)
     except OSError:
         return
     try:
         for short in short_handles(handle):
-            target = _alias_target(aliases, short)
-            if target is None:
-                return
-            if target == handle:
-                remove_quietly(aliases, short)
-                return
+            if _alias_state(aliases, short) == ('live', handle):
+                _bury(aliases, short, handle)
     finally:
         aliases.close()
 
 
 def prune_aliases(root: Dir, cutoff: float, temp_cutoff: float, errors: list[OSError]) -> None:
-    """Delete the aliases whose payload is gone, and those older than `cutoff` whose payload is old too.
+    """Delete the aliases whose payload is gone, those older than `cutoff` whose payload is old too, and the
+    tombstones older than `cutoff`.
 
-    An alias is published after its payload, so a young alias without a payload lost it to this pass or to a
-    `delete`; an old alias of a young payload serves a payload written again after a delete, and stays.
+    An alias is published after its payload, so a young alias without a payload lost it to this pass; an old
+    alias of a young payload serves a payload written again after a delete, and stays.
     """
     try:
         aliases = root.child(ALIASES, create=False)
@@ -133,7 +142,11 @@ def prune_aliases(root: Dir, cutoff: float, temp_cutoff: float, errors: list[OSE
                     if info.st_mtime < temp_cutoff:
                         aliases.unlink(entry.name)
                     continue
-                target = _alias_target(aliases, entry.name)
+                kind, target = _alias_state(aliases, entry.name)
+                if kind != 'live':
+                    if info.st_mtime < cutoff:
+                        aliases.unlink(entry.name)  # A tombstone (or a stray file) past the age limit.
+                    continue
                 names = names_for_handle(target) if target is not None else None
                 written = _payload_mtime(root, names) if names is not None else float('-inf')
                 if written == float('-inf') or max(info.st_mtime, written) < cutoff:
@@ -147,15 +160,29 @@ def prune_aliases(root: Dir, cutoff: float, temp_cutoff: float, errors: list[OSE
 
 
 def _alias_target(aliases: Dir, short: str) -> str | None:
-    """The full handle the alias file `short` holds, or `None` when there is no such alias."""
+    """The full handle the live alias `short` stands for, or `None` when there is none (or only a tombstone)."""
+    kind, target = _alias_state(aliases, short)
+    return target if kind == 'live' else None
+
+
+def _alias_state(aliases: Dir, short: str) -> tuple[Literal['missing', 'live', 'tombstone', 'other'], str | None]:
+    """What the alias file `short` holds: nothing, a live alias or a tombstone (with its handle), or something else."""
     raw = read_small_file(aliases, short, _MAX_ALIAS_FILE)
     if raw is None:
-        return None
+        return 'missing', None
+    kind: Literal['live', 'tombstone'] = 'live'
+    if raw.startswith(_TOMBSTONE):
+        kind, raw = 'tombstone', raw[len(_TOMBSTONE) :]
     try:
         target = raw.decode('utf-8', errors='surrogatepass')
     except UnicodeDecodeError:
-        return None
-    return target if names_for_handle(target) is not None else None
+        return 'other', None
+    return (kind, target) if names_for_handle(target) is not None else ('other', None)
+
+
+def _bury(aliases: Dir, short: str, handle: str) -> None:
+    """Replace the alias `short` with a tombstone of `handle` (its id then goes to that handle only)."""
+    publish(aliases, short, _TOMBSTONE + handle.encode('utf-8', errors='surrogatepass'), durable=False)
 
 
 def _payload_mtime(root: Dir, names: list[str]) -> float:

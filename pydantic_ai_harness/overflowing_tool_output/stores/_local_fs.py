@@ -149,6 +149,13 @@ class Dir:
             return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         return os.lstat(self._child_path(name))
 
+    def touch(self, name: str) -> None:
+        """Set the modification time of `name` (never through a symlink) to now."""
+        if self.fd is not None and os.utime in os.supports_dir_fd and os.utime in os.supports_follow_symlinks:
+            os.utime(name, dir_fd=self.fd, follow_symlinks=False)
+        elif not os.path.islink(self._child_path(name)):  # pragma: no cover - platforms without dir_fd
+            os.utime(self._child_path(name))
+
     def rmdir(self, name: str) -> None:
         if self.fd is not None:
             os.rmdir(name, dir_fd=self.fd)

@@ -14,9 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._local_fs import INDEX_SUFFIX, READ_BLOCK, Dir, open_root, publish, read_exact, read_small_file, walk
+from ._local_fs import (
+    INDEX_SUFFIX,
+    PAYLOAD_SUFFIX,
+    READ_BLOCK,
+    Dir,
+    open_root,
+    publish,
+    read_exact,
+    read_small_file,
+    walk,
+)
 
-__all__ = ('index_in_background', 'line_index_of', 'load_sidecar', 'publish_sidecar')
+__all__ = ('freshen', 'index_in_background', 'line_index_of', 'load_sidecar', 'publish_sidecar')
 
 _MAX_INDEX_FILE = 256 << 20
 _IDENTITY = struct.Struct('<QqQ')
@@ -35,6 +45,22 @@ def publish_sidecar(directory: Dir, stem: str, index: LineIndex, identity: os.st
     """Write the sidecar of the payload `stem` (atomically: a temp file renamed into place)."""
     data = _IDENTITY.pack(identity.st_ino, identity.st_mtime_ns, identity.st_size) + index.to_bytes()
     publish(directory, stem + INDEX_SUFFIX, data, durable=False)
+
+
+def freshen(directory: Dir, stem: str) -> None:
+    """Make the stored payload `stem` count as written now (its TTL restarts), keeping its sidecar valid.
+
+    A write of the same bytes again (a durable replay, a retry) must not leave a payload that a TTL prune takes
+    as old. Best effort: a file system that refuses it leaves the payload as it was.
+    """
+    try:
+        before = directory.lstat(stem + PAYLOAD_SUFFIX)
+        index = load_sidecar(directory, stem, before)
+        directory.touch(stem + PAYLOAD_SUFFIX)
+        if index is not None:
+            publish_sidecar(directory, stem, index, directory.lstat(stem + PAYLOAD_SUFFIX))
+    except OSError:
+        pass
 
 
 def line_index_of(root_path: str, fd: int, directory: Dir, names: list[str]) -> LineIndex:

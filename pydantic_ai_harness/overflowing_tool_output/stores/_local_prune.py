@@ -133,10 +133,13 @@ def _prune_directory(directory: Dir, cutoff: float, temp_cutoff: float, errors: 
                     continue
                 child = directory.child(name, create=False)
                 try:
-                    deleted += _prune_directory(child, cutoff, temp_cutoff, errors, depth + 1)
+                    below = _prune_directory(child, cutoff, temp_cutoff, errors, depth + 1)
                 finally:
                     child.close()
-                if info.st_mtime < cutoff:
+                deleted += below
+                # An old directory, or one this pass emptied (its mtime is that of its last file, maybe younger, or
+                # of a sidecar rewritten on a read): a fresh empty one may be a writer's, about to be filled.
+                if below or info.st_mtime < cutoff:
                     try:
                         directory.rmdir(name)  # Only succeeds when empty; a writer racing us retries.
                     except OSError:

@@ -19,6 +19,7 @@ from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_
 from ._paths import (
     MAX_CANDIDATES,
     MAX_WRITTEN_HANDLE_LENGTH,
+    as_handle,
     candidate_handles,
     is_short_handle,
     short_handles,
@@ -254,9 +255,9 @@ class ObjectStore:
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle` (short or full) with its index and alias objects; `True` if it existed."""
+        handle = await self.resolve(handle)
         if not is_valid_handle(handle):
             return False
-        handle = await self.resolve(handle)
         alias = await self._alias_path_of(handle, asyncio.Semaphore(1))
         if alias is not None:
             await self._delete_paths([alias], 'delete')
@@ -307,6 +308,7 @@ class ObjectStore:
 
     async def resolve(self, handle: str) -> str:
         """The full handle a short one stands for (`handle` itself when it is no known, live alias)."""
+        handle = as_handle(handle)
         if not is_short_handle(handle):
             return handle
         try:

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
-from ._paths import MAX_CANDIDATES, candidate_handles, is_short_handle, short_handles
+from ._paths import MAX_CANDIDATES, as_handle, candidate_handles, is_short_handle, short_handles
 from ._protocol import HandleNotFoundError, StoredPayload
 from ._remote import NOT_FOUND, PAYLOAD_MARKER, KeyLayout, StoreBackendError, is_valid_handle, prepared_write
 from ._ttl import normalize_ttl
@@ -276,9 +276,9 @@ class RedisStore:
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle` (short or full) with its index and alias; `True` if the payload existed."""
+        handle = await self.resolve(handle)
         if not is_valid_handle(handle):
             return False
-        handle = await self.resolve(handle)
         deleted, _ = await self._transaction(
             lambda pipe: (pipe.delete(self._keys.payload(handle)), pipe.delete(self._keys.index(handle))), 'delete'
         )
@@ -291,6 +291,7 @@ class RedisStore:
 
     async def resolve(self, handle: str) -> str:
         """The full handle a short one stands for (`handle` itself when it is no known alias)."""
+        handle = as_handle(handle)
         if not is_short_handle(handle):
             return handle
         alias_key = self._keys.alias(handle)

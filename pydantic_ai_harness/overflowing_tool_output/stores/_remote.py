@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS, handle_for_key
+from ._paths import handle_for_key, is_valid_handle
 from ._protocol import HandleNotFoundError
 
 __all__ = (
@@ -46,8 +46,6 @@ INDEX_MARKER = '~i'
 ALIAS_MARKER = '~a'
 """The namespace component under which short-handle aliases live (each holds the full handle it stands for)."""
 
-_SEGMENT = r'[A-Za-z0-9_:+~=-][A-Za-z0-9_.:+~=-]*'
-_HANDLE = re.compile(rf'{_SEGMENT}(?:/{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}')
 _NAMESPACE_CHARS = re.compile(r'[A-Za-z0-9_.:/-]+')
 
 
@@ -66,11 +64,6 @@ class StoreBackendError(OSError):
     credential: it may end up in front of a model. The original exception is kept as `__cause__`
     for your logs.
     """
-
-
-def is_valid_handle(handle: object) -> bool:
-    """Whether `handle` has the shape of a handle `handle_for_key` produces (anything else is not found)."""
-    return isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH and _HANDLE.fullmatch(handle) is not None
 
 
 def check_namespace(namespace: str, *, separator: str, what: str) -> str:
