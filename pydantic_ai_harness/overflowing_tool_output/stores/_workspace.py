@@ -426,6 +426,8 @@ def route_for_run(fallback: OverflowStore, spill: WorkspaceSpill) -> Callable[[R
     """For the query tools: the store that holds `handle` in this run (the workspace for its own handles)."""
 
     def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
+        if isinstance(fallback, WorkspaceStore) and fallback.owns(handle):
+            return fallback  # The configured store is itself a workspace (its own, not the run's).
         if spill.owns(handle):
             return WorkspaceStore(ctx.workspace, spill.directory, spill.cleanup_after)
         return fallback
