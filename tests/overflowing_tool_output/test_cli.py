@@ -293,3 +293,6 @@ def test_ls_says_where_upstream_spills_are(root: Path, tmp_path: Path, monkeypat
             '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them'
         ),
     ]
+    age_everything(root, 7_200)
+    assert cli(root, 'prune', '--older-than', '1h', '--yes')[1].splitlines()[-1] == 'deleted 3 payloads (8,929 bytes)'
+    assert (root / 'run-2' / 'call_7.0').exists()  # Upstream's file is not this store's to delete.
