@@ -19,11 +19,18 @@ from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.overflowing_tool_output import HandleNotFoundError, LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import (
+    DeletableStore,
+    HandleNotFoundError,
+    LocalFileStore,
+    OverflowingToolOutput,
+    ResolvableStore,
+)
 from pydantic_ai_harness.overflowing_tool_output._cli import main
 from pydantic_ai_harness.overflowing_tool_output.stores import _local_aliases, _paths
 
 from ..workspace._support import FACT_CUSTOMER, handle_in, listing, log_text, tool_returns
+from .conftest import StoreKit
 
 pytestmark = pytest.mark.anyio
 
@@ -227,3 +234,35 @@ def test_cli_prune_removes_the_run_directories_it_empties(tmp_path: Path) -> Non
     assert main(['--root', str(root), 'prune', '--older-than', '1h', '--yes'], out=out, err=err) == 0
     assert out.getvalue().splitlines()[-1] == 'deleted 2 payloads (12 bytes)'
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ['.aliases', 'run-new']
+
+
+async def test_every_store_keeps_a_freed_short_id_from_other_keys(
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic_ai_harness.overflowing_tool_output.stores import _object, _redis
+
+    first, second = 'run/a/0', 'run/b/0'
+    real = _paths.short_handles
+    taken = next(real(first))
+
+    def short_handles(handle: str) -> Iterator[str]:
+        shorts = list(real(handle))
+        if handle == second:
+            shorts = [taken, *(taken + short[len(taken) :] for short in shorts[1:])]
+        return iter(shorts)
+
+    for module in (_local_aliases, _redis, _object):
+        monkeypatch.setattr(module, 'short_handles', short_handles)
+    store = kit.make()
+    assert isinstance(store, DeletableStore) and isinstance(store, ResolvableStore)
+    a = await store.write(first, b'payload A')
+    b = await store.write(second, b'payload B')
+    assert b.startswith(a) and len(b) == len(a) + 1
+    assert await store.delete(a)
+    assert await store.write(second, b'payload B') == b
+    with pytest.raises(HandleNotFoundError):
+        await store.read(a)
+    assert await store.delete(b)
+    assert await store.resolve(b) == b  # No orphaned alias left behind.
+    assert await store.write(first, b'payload A') == a
+    assert await store.read(a) == b'payload A'

@@ -54,6 +54,9 @@ directory `run/call/0/` that `run/call/0/content` needs on file-system backends.
 MAX_PREFIX_LENGTH = 1024 - len(f'/{PAYLOAD_MARKER}/') - MAX_WRITTEN_HANDLE_LENGTH - len(_LEAF_SUFFIX)
 """Longest `prefix` (238 characters): every object path then fits the 1,024-byte key limit of S3, GCS and Azure."""
 
+_TOMBSTONE = b'\x00'
+"""Starts what a deleted payload's alias object holds (then the handle it stood for)."""
+
 _LIST_CHUNK = 1000
 _STREAM_CHUNK = 4 << 20
 _ORPHAN_INDEX_GRACE = 3600.0
@@ -260,7 +263,9 @@ class ObjectStore:
             return False
         alias = await self._alias_path_of(handle, asyncio.Semaphore(1))
         if alias is not None:
-            await self._delete_paths([alias], 'delete')
+            # A tombstone, not a free id: a short handle the model still holds never names another key's payload.
+            tombstone = _TOMBSTONE + handle.encode('utf-8', 'surrogateescape')
+            await self._put(alias, tombstone, self._expiry_attributes())
         try:
             await obstore.head_async(self.store, self._keys.payload(handle))
         except Exception as exc:
@@ -337,17 +342,20 @@ class ObjectStore:
                 return short
             if await self._holds(path, target) == 'same':
                 return short
+            if await self._get_optional(path) == _TOMBSTONE + target:  # Deleted, now written again: its id back.
+                await self._put(path, target, attributes)
+                return short
         return handle
 
     async def _alias_path_of(self, handle: str, limiter: asyncio.Semaphore) -> str | None:
-        """The path of the full `handle`'s alias object, if it has one (usually its first candidate: one GET)."""
+        """The path of the full `handle`'s alias object, if it has one (usually its first candidate: one GET).
+
+        Every candidate is looked at: one freed by a prune may stand before the handle's own.
+        """
         target = handle.encode('utf-8', 'surrogateescape')
         async with limiter:
             for short in short_handles(handle):
-                stored = await self._get_optional(self._keys.alias(short))
-                if stored is None:
-                    return None
-                if stored == target:
+                if await self._get_optional(self._keys.alias(short)) == target:
                     return self._keys.alias(short)
         return None
 

@@ -67,28 +67,47 @@ for position = 3, #KEYS do
   else
     created = redis.call('SET', KEYS[position], ARGV[4], 'NX', 'PX', expiry)
   end
-  if created or redis.call('GET', KEYS[position]) == ARGV[4] then
+  if created then
+    return {outcome, position - 2}
+  end
+  local current = redis.call('GET', KEYS[position])
+  if current == ARGV[4] then
+    return {outcome, position - 2}
+  end
+  if current == '\0' .. ARGV[4] then
+    if expiry == '' then
+      redis.call('SET', KEYS[position], ARGV[4])
+    else
+      redis.call('SET', KEYS[position], ARGV[4], 'PX', expiry)
+    end
     return {outcome, position - 2}
   end
 end
 return {outcome, 0}
 """
 """Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, then its alias (ARGV[4], the full
-handle) under the first of KEYS[3..] that is free or already holds it, with the payload's expiry; atomically (a
+handle) under the first of KEYS[3..] that is free, already holds it, or holds its tombstone (a NUL, then the handle:
+what `delete` leaves), with the payload's expiry; atomically (a
 script runs alone on the server). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held
 these bytes, -1 when it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
 
 
 _DROP_ALIAS_SCRIPT = """
 for position = 1, #KEYS do
-  local target = redis.call('GET', KEYS[position])
-  if not target then return 0 end
-  if target == ARGV[1] then return redis.call('DEL', KEYS[position]) end
+  if redis.call('GET', KEYS[position]) == ARGV[1] then
+    local remaining = redis.call('PTTL', KEYS[position])
+    if remaining > 0 then
+      redis.call('SET', KEYS[position], '\0' .. ARGV[1], 'PX', remaining)
+    else
+      redis.call('SET', KEYS[position], '\0' .. ARGV[1])
+    end
+    return 1
+  end
 end
 return 0
 """
-"""Delete the alias of the full handle ARGV[1]: the first of its candidate keys KEYS that holds it (the ones before
-it hold other handles; a missing one ends the search)."""
+"""Turn the alias of the full handle ARGV[1] (the one of its candidate keys KEYS that holds it) into a tombstone
+with the same expiry, so its short id never goes to another handle; only the same handle written again takes it."""
 
 
 @dataclass
