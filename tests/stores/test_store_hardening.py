@@ -29,7 +29,8 @@ from pydantic_ai_harness.overflowing_tool_output import (
 from pydantic_ai_harness.overflowing_tool_output._cli import main
 from pydantic_ai_harness.overflowing_tool_output.stores import _local_aliases, _paths
 
-from ..workspace._support import FACT_CUSTOMER, handle_in, listing, log_text, tool_returns
+from ..workspace._support import handle_in, listing, log_text, tool_returns
+from ..workspace.test_fallbacks import pager
 from .conftest import StoreKit
 
 pytestmark = pytest.mark.anyio
@@ -45,21 +46,6 @@ def _age(path: Path, seconds: float) -> None:
 # -- a `.overflow` symlink into a directory the operator trusts -------------------------------------------------
 
 
-def _pager() -> FunctionModel:
-    """Calls the log tool, then greps its spill and answers with what it found."""
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returns = tool_returns(messages)
-        if not returns:
-            return ModelResponse(parts=[ToolCallPart('fetch_log', {})])
-        if len(returns) == 1:
-            handle = handle_in(str(returns[0].content))
-            return ModelResponse(parts=[ToolCallPart('grep_tool_result', {'handle': handle, 'pattern': FACT_CUSTOMER})])
-        return ModelResponse(parts=[TextPart(str(returns[-1].content))])
-
-    return FunctionModel(respond)
-
-
 async def test_a_spill_directory_linked_into_an_operator_path_is_refused(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -68,7 +54,7 @@ async def test_a_spill_directory_linked_into_an_operator_path_is_refused(
     (workspace / 'instructions' / 'AGENTS.md').write_text('Be careful.\n')
     (workspace / '.overflow').symlink_to('instructions')  # Inside the workspace, so only authority can tell.
     trusted = LocalWorkspace(workspace, authority='user', path_authority={'instructions': 'operator'})
-    agent = Agent(_pager(), capabilities=[trusted, OverflowingToolOutput(store=LocalFileStore(base_dir=private))])
+    agent = Agent(pager(), capabilities=[trusted, OverflowingToolOutput(store=LocalFileStore(base_dir=private))])
     agent.tool_plain(name='fetch_log')(log_text)
     with caplog.at_level(logging.WARNING, LOGGER):
         result = await agent.run('find the failed payment')
@@ -84,9 +70,8 @@ async def test_a_spill_directory_linked_into_an_operator_path_is_refused(
 # -- short-id collisions and deletes ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def colliding(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
-    """Two keys whose handles share their first short id (a 50-bit collision, made here rather than searched for)."""
+def collide(monkeypatch: pytest.MonkeyPatch, *modules: object) -> tuple[str, str]:
+    """Two keys whose handles share their first short id in `modules` (a 50-bit collision, made rather than found)."""
     first, second = 'run/a/0', 'run/b/0'
     real = _paths.short_handles
     taken = next(real(first))
@@ -97,8 +82,14 @@ def colliding(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
             shorts = [taken, *(taken + short[len(taken) :] for short in shorts[1:])]
         return iter(shorts)
 
-    monkeypatch.setattr(_local_aliases, 'short_handles', short_handles)
-    yield first, second
+    for module in modules:
+        monkeypatch.setattr(module, 'short_handles', short_handles)
+    return first, second
+
+
+@pytest.fixture
+def colliding(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    return collide(monkeypatch, _local_aliases)
 
 
 async def test_a_freed_short_id_never_goes_to_another_key(tmp_path: Path, colliding: tuple[str, str]) -> None:
@@ -241,18 +232,7 @@ async def test_every_store_keeps_a_freed_short_id_from_other_keys(
 ) -> None:
     from pydantic_ai_harness.overflowing_tool_output.stores import _object, _redis
 
-    first, second = 'run/a/0', 'run/b/0'
-    real = _paths.short_handles
-    taken = next(real(first))
-
-    def short_handles(handle: str) -> Iterator[str]:
-        shorts = list(real(handle))
-        if handle == second:
-            shorts = [taken, *(taken + short[len(taken) :] for short in shorts[1:])]
-        return iter(shorts)
-
-    for module in (_local_aliases, _redis, _object):
-        monkeypatch.setattr(module, 'short_handles', short_handles)
+    first, second = collide(monkeypatch, _local_aliases, _redis, _object)
     store = kit.make()
     assert isinstance(store, DeletableStore) and isinstance(store, ResolvableStore)
     a = await store.write(first, b'payload A')

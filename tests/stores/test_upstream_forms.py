@@ -11,7 +11,7 @@ from pydantic_ai.workspaces import LocalWorkspaceBackend
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, WorkspaceStore
 
 from ..workspace._support import FACT_CUSTOMER, handle_in, log_text, tool_returns
-from .test_store_hardening import _pager
+from ..workspace.test_fallbacks import pager
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_bare_workspace_backend_is_wrapped_and_spills_stay_lossless(tmp_path: Path) -> None:
     # Upstream's README form: the backend itself, not a `Workspace` around it.
     store = WorkspaceStore(workspace=LocalWorkspaceBackend(tmp_path))  # pyright: ignore[reportArgumentType]
-    agent = Agent(_pager(), capabilities=[OverflowingToolOutput(store=store)])
+    agent = Agent(pager(), capabilities=[OverflowingToolOutput(store=store)])
     agent.tool_plain(name='fetch_log')(log_text)
     result = await agent.run('find the failed payment')
 
