@@ -31,7 +31,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import _local_aliases, _
 
 from ..workspace._support import handle_in, listing, log_text, tool_returns
 from ..workspace.test_fallbacks import pager
-from .conftest import StoreKit
+from .conftest import RedisServer, StoreKit
 
 pytestmark = pytest.mark.anyio
 
@@ -246,3 +246,24 @@ async def test_every_store_keeps_a_freed_short_id_from_other_keys(
     assert await store.resolve(b) == b  # No orphaned alias left behind.
     assert await store.write(first, b'payload A') == a
     assert await store.read(a) == b'payload A'
+
+
+async def test_redis_restarts_the_expiry_of_the_same_bytes_written_again(redis_server: RedisServer) -> None:
+    from redis.asyncio import Redis
+
+    from pydantic_ai_harness.overflowing_tool_output.stores import RedisStore
+
+    store = RedisStore(redis_server.url, namespace='replay', cleanup_after=timedelta(hours=1))
+    client = Redis.from_url(redis_server.url)
+    try:
+        short = await store.write('run/call/0', b'the output')
+        keys = ['replay:~p:run/call/0', 'replay:~i:run/call/0', f'replay:~a:{short}']
+        for key in keys:
+            await client.pexpire(key, 1_000)  # As if the hour had nearly passed.
+        assert await store.write('run/call/0', b'the output') == short  # A durable replay.
+        for key in keys:
+            assert await client.pttl(key) > 3_000_000, key  # A fresh hour, for the payload, its index and alias.
+        assert await store.read(short) == b'the output'
+    finally:
+        await client.aclose()
+        await store.aclose()

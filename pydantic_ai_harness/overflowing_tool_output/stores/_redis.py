@@ -55,8 +55,13 @@ if length == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   outcome = 1
 elseif length == string.len(ARGV[1]) and redis.call('GET', KEYS[1]) == ARGV[1] then
   outcome = 0
-  local remaining = redis.call('PTTL', KEYS[1])
-  if remaining > 0 then expiry = tostring(remaining) else expiry = '' end
+  if expiry == '' then
+    local remaining = redis.call('PTTL', KEYS[1])
+    if remaining > 0 then expiry = tostring(remaining) end
+  else
+    redis.call('PEXPIRE', KEYS[1], expiry)
+    redis.call('PEXPIRE', KEYS[2], expiry)
+  end
 else
   return {-1, 0}
 end
@@ -72,6 +77,7 @@ for position = 3, #KEYS do
   end
   local current = redis.call('GET', KEYS[position])
   if current == ARGV[4] then
+    if expiry ~= '' then redis.call('PEXPIRE', KEYS[position], expiry) end
     return {outcome, position - 2}
   end
   if current == '\0' .. ARGV[4] then
@@ -88,8 +94,9 @@ return {outcome, 0}
 """Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, then its alias (ARGV[4], the full
 handle) under the first of KEYS[3..] that is free, already holds it, or holds its tombstone (a NUL, then the handle:
 what `delete` leaves), with the payload's expiry; atomically (a
-script runs alone on the server). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held
-these bytes, -1 when it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
+script runs alone on the server). The same bytes written again restart the expiry of all three (a replay must not
+expire early). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held these bytes, -1 when
+it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
 
 
 _DROP_ALIAS_SCRIPT = """
