@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from ._query import (
 )
 from ._spec import SpecError, parse_duration
 from .stores import HandleNotFoundError, LocalFileStore, StoredPayload, StoreRootError
-from .stores._paths import names_for_handle
+from .stores._paths import is_short_handle, names_for_handle
 
 __all__ = ('main',)
 
@@ -221,13 +222,49 @@ async def _ls(store: LocalFileStore, options: argparse.Namespace, out: TextIO, e
             f'{p.size:>12,}  {_human_age(_age(p, now)):>7}  {short or "-":<10}  {visible(p.handle)}\n'
             for p, short in zip(rows, shorts)
         )
+        if not rows:
+            filtered = any(value is not None for value in (options.run, options.older_than, options.newer_than))
+            out.write(f'no stored payloads{" match" if filtered else ""} in {visible(store.root_path)}\n')
+    _note_upstream_spills(store, err)
     return EXIT_OK
+
+
+_UPSTREAM = 'upstream pydantic-ai-harness (ToolOutputLimits)'
+
+
+def _note_upstream_spills(store: LocalFileStore, err: TextIO) -> None:
+    """Say where spills of upstream pydantic-ai-harness are, which this tool does not list (their own layout)."""
+    shared = os.path.join(tempfile.gettempdir(), 'pyai_harness_overflow')
+    if os.path.isdir(shared) and not os.path.islink(shared) and shared != store.root_path:
+        err.write(
+            f'pyai-overflow: note: {visible(shared)} holds spills of {_UPSTREAM} in its own layout, not listed here; '
+            'read them as plain files there, and delete them with `rm -r` when no run needs them\n'
+        )
+    foreign = _foreign_files(store.root_path)
+    if foreign:
+        err.write(
+            f'pyai-overflow: note: {visible(store.root_path)} also holds {_plural(foreign, "file")} in the layout of '
+            f'{_UPSTREAM} (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them\n'
+        )
+
+
+def _foreign_files(root: str, limit: int = 100_000) -> int:
+    """How many regular files below `root` are no part of this store's layout (upstream's spills share its root)."""
+    count = 0
+    for directory, dirs, files in os.walk(root):
+        if directory == root:
+            dirs[:] = [name for name in dirs if not name.startswith('.')]
+            continue
+        count += sum(1 for name in files if not name.startswith('.') and not name.endswith(('.out', '.idx')))
+        if count >= limit:
+            break
+    return count
 
 
 async def _show(store: LocalFileStore, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if options.lines and options.bytes:
         raise CliError('give --lines or --bytes, not both')
-    payload = await open_payload(store, options.handle)
+    payload = await open_payload(store, await _stored_handle(store, options.handle))
     if options.bytes:
         start, end = _range(options.bytes, 'bytes', first=0)
         window = await read_byte_window(payload, start, (end or payload.size) - start, utf8_edges=False)
@@ -250,6 +287,38 @@ async def _show(store: LocalFileStore, options: argparse.Namespace, out: TextIO,
     return EXIT_OK
 
 
+_WRAPPING = ' \t\r\n\'"`<>()[]{}'
+_LABEL = re.compile(r'^(?:handle|overflow_handle|overflow_key)\s*[=:]\s*', re.IGNORECASE)
+
+
+class HandleMissing(HandleNotFoundError):
+    """No payload under the handle an operator gave: the message names it."""
+
+
+async def _stored_handle(store: LocalFileStore, given: str) -> str:
+    """The handle `given` names in `store`, forgiving what the query tools forgive.
+
+    Surrounding quotes, backticks, brackets or whitespace, a trailing full stop, a `handle=` label, and an upper-case
+    short handle (`P7JRRMPJR4`). `HandleMissing`, naming `given`, when none of these forms is stored.
+    """
+    candidates = [given]
+    text = None
+    cleaned = given
+    while text != cleaned:
+        text = cleaned
+        cleaned = _LABEL.sub('', text.strip(_WRAPPING).removesuffix('.'))
+    candidates += [cleaned, cleaned.lower()] if is_short_handle(cleaned.lower()) else [cleaned]
+    for candidate in dict.fromkeys(candidates):
+        if not candidate:
+            continue
+        try:
+            await store.size(candidate)
+        except HandleNotFoundError:
+            continue
+        return candidate
+    raise HandleMissing(f'no stored payload under {visible(given)!r}')
+
+
 async def _grep(store: LocalFileStore, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         matcher = Matcher.compile(options.pattern, is_regex=options.regex)
@@ -257,7 +326,7 @@ async def _grep(store: LocalFileStore, options: argparse.Namespace, out: TextIO,
         raise CliError(f'bad pattern: {exc}') from None
     if options.max < 1:
         raise CliError('--max must be at least 1')
-    payload = await open_payload(store, options.handle)
+    payload = await open_payload(store, await _stored_handle(store, options.handle))
     result = await scan_lines(payload, matcher, max_hits=options.max, stop_when_full=True, deadline=float('inf'))
     lines = await read_lines_at(payload, [(hit.line, hit.line_start) for hit in result.hits], sys.maxsize)
     if options.json:

@@ -77,8 +77,9 @@ def test_short_handles_are_listed_shown_grepped_and_removed(tmp_path: Path) -> N
     assert cli(root, 'show', short) == (0, 'ERROR: disk full\nretrying\n', '')
     assert cli(root, 'grep', short, 'disk') == (0, '1:ERROR: disk full\n', '')
     assert cli(root, 'rm', short) == (0, f'deleted  {short}\n', '')
-    assert sorted(p.name for p in root.iterdir()) == ['.aliases']  # The run's directories went, and the alias.
-    assert list((root / '.aliases').iterdir()) == []
+    assert sorted(p.name for p in root.iterdir()) == ['.aliases']  # The run's directories went.
+    # The alias became a tombstone of its handle: the id goes to no other key until a prune removes it.
+    assert [(p.name, p.read_bytes()) for p in (root / '.aliases').iterdir()] == [(short, b'\x00' + key.encode())]
     assert cli(root, 'show', short)[0] == 1
 
 
@@ -203,7 +204,7 @@ def test_a_root_that_does_not_exist_is_an_error_unless_created(tmp_path: Path) -
         assert (code, out) == (2, '')
         assert f'no store at {missing}: it does not exist' in err and '--create' in err
     assert not missing.exists()
-    assert cli(missing, 'ls', '--create') == (0, '', '')
+    assert cli(missing, 'ls', '--create') == (0, f'no stored payloads in {missing}\n', '')
     assert stat.S_IMODE(missing.stat().st_mode) == 0o700
     assert cli(missing, 'stats')[1].splitlines()[1] == 'count:   0 payloads from 0 runs'
 
@@ -248,3 +249,50 @@ def test_module_entry_point(root: Path) -> None:
     )
     assert done.returncode == 0
     assert 'count:   3 payloads from 2 runs' in done.stdout
+
+
+def test_show_and_grep_name_the_missing_handle(root: Path) -> None:
+    assert cli(root, 'show', 'no/such/handle') == (1, '', "pyai-overflow: no stored payload under 'no/such/handle'\n")
+    assert cli(root, 'grep', 'k3x9m2p7qd', 'x') == (1, '', "pyai-overflow: no stored payload under 'k3x9m2p7qd'\n")
+
+
+def test_show_and_grep_accept_the_handles_the_query_tools_accept(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path / 'store')
+    short = asyncio.run(store.write('run/call_1/0', b'ERROR: disk full\nretrying\n'))
+    root = tmp_path / 'store'
+    for given in (f"'{short}'", short.upper(), f'`{short}`.', f'handle={short}', ' "run/call_1/0" '):
+        assert cli(root, 'show', given, '--lines', '1:1') == (0, 'ERROR: disk full\n', ''), given
+        assert cli(root, 'grep', given, 'retry') == (0, '2:retrying\n', ''), given
+
+
+def test_ls_says_so_when_there_is_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / 'empty'
+    assert cli(empty, '--create', 'ls') == (0, f'no stored payloads in {empty}\n', '')
+    asyncio.run(LocalFileStore(base_dir=empty).write('run/call/0', b'x'))
+    assert cli(empty, 'ls', '--run', 'other') == (0, f'no stored payloads match in {empty}\n', '')
+    assert cli(empty, '--json', 'ls', '--run', 'other') == (0, '[]\n', '')
+
+
+def test_ls_says_where_upstream_spills_are(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr('tempfile.tempdir', str(tmp_path))  # Upstream's shared default root lives in the temp dir.
+    shared = tmp_path / 'pyai_harness_overflow'
+    (shared / 'run-1').mkdir(parents=True)
+    (shared / 'run-1' / 'call_1.0').write_text('upstream spill')
+    (root / 'run-2').mkdir()
+    (root / 'run-2' / 'call_7.0').write_text('upstream spill in the per-user root, which both share')
+    code, out, err = cli(root, 'ls')
+    assert code == 0 and len(out.splitlines()) == 3  # Only this store's own payloads are listed.
+    assert err.splitlines() == [
+        (
+            f'pyai-overflow: note: {shared} holds spills of upstream pydantic-ai-harness (ToolOutputLimits) in its '
+            'own layout, not listed here; read them as plain files there, and delete them with `rm -r` when no run '
+            'needs them'
+        ),
+        (
+            f'pyai-overflow: note: {root} also holds 1 file in the layout of upstream pydantic-ai-harness '
+            '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them'
+        ),
+    ]
+    age_everything(root, 7_200)
+    assert cli(root, 'prune', '--older-than', '1h', '--yes')[1].splitlines()[-1] == 'deleted 3 payloads (8,929 bytes)'
+    assert (root / 'run-2' / 'call_7.0').exists()  # Upstream's file is not this store's to delete.

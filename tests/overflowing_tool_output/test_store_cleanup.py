@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pydantic_ai_harness.overflowing_tool_output.stores import HandleNotFoundError, LocalFileStore, StoreCleanupWarning
-from pydantic_ai_harness.overflowing_tool_output.stores._local import _PRUNE_STATES
+from pydantic_ai_harness.overflowing_tool_output.stores._local_prune import _PRUNE_STATES, prune_in_background
 
 pytestmark = pytest.mark.anyio
 
@@ -177,7 +177,7 @@ async def test_background_pruner_swallows_warnings_even_when_they_are_errors(tmp
     assert state.thread is not None
     state.thread.join(5)
     # Make every entry fail: pruning warns, and under `filterwarnings = error` that warning must not escape.
-    store._prune_in_background(timedelta(seconds=0))
+    prune_in_background(store.root_path, timedelta(seconds=0))
     root.chmod(0o755)
-    store._prune_in_background(timedelta(seconds=0))
+    prune_in_background(store.root_path, timedelta(seconds=0))
     root.chmod(0o700)

@@ -25,7 +25,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     StoreRootError,
     build_line_index,
 )
-from pydantic_ai_harness.overflowing_tool_output.stores._local import INLINE_INDEX_BYTES
+from pydantic_ai_harness.overflowing_tool_output.stores._line_index import INLINE_INDEX_BYTES
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import is_short_handle
 
 pytestmark = pytest.mark.anyio

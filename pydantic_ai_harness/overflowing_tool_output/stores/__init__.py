@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._local import LocalFileStore, StoreCleanupWarning, StoreRootError
+from ._local import LocalFileStore, StoreRootError
 from ._protocol import (
     DeletableStore,
     HandleNotFoundError,
@@ -21,6 +21,7 @@ from ._protocol import (
     OverflowStore,
     RangeReadableStore,
     ResolvableStore,
+    StoreCleanupWarning,
     StoredPayload,
     StreamedPayload,
     StreamWritableStore,

@@ -20,10 +20,20 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-__all__ = ('DEFAULT_CHUNK_SIZE', 'LineIndex', 'LineIndexBuilder', 'build_line_index', 'nth_newline')
+__all__ = (
+    'DEFAULT_CHUNK_SIZE',
+    'INLINE_INDEX_BYTES',
+    'LineIndex',
+    'LineIndexBuilder',
+    'build_line_index',
+    'nth_newline',
+)
 
 DEFAULT_CHUNK_SIZE = 64 * 1024
 """Bytes per indexed chunk: the most a line lookup reads to find where a line starts."""
+
+INLINE_INDEX_BYTES = 1 << 20
+"""Payloads up to this size are line-indexed where they are written; the stores index larger ones off the loop."""
 
 _MAGIC = b'PAILIDX1'
 _HEADER = struct.Struct('<8sIQQB')

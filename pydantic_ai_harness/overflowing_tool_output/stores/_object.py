@@ -15,26 +15,25 @@ import anyio.to_thread
 import obstore
 from obstore.store import LocalStore, ObjectStore as ObstoreBackend
 
-from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._local import StoreCleanupWarning
+from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
 from ._paths import (
     MAX_CANDIDATES,
     MAX_WRITTEN_HANDLE_LENGTH,
+    as_handle,
     candidate_handles,
-    handle_for_key,
     is_short_handle,
     short_handles,
 )
-from ._protocol import HandleNotFoundError, StoredPayload
+from ._protocol import HandleNotFoundError, StoreCleanupWarning, StoredPayload
 from ._remote import (
     ALIAS_MARKER,
     INDEX_MARKER,
     NOT_FOUND,
     PAYLOAD_MARKER,
+    KeyLayout,
     StoreBackendError,
-    check_namespace,
     is_valid_handle,
-    too_large,
+    prepared_write,
 )
 from ._ttl import normalize_ttl
 
@@ -51,11 +50,12 @@ _LEAF_SUFFIX = '@'
 """Ends every object name: handles never contain `@`, so the object for `run/call/0` never collides with the
 directory `run/call/0/` that `run/call/0/content` needs on file-system backends."""
 
-_INLINE_INDEX_BYTES = 1 << 20
-"""Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
 
 MAX_PREFIX_LENGTH = 1024 - len(f'/{PAYLOAD_MARKER}/') - MAX_WRITTEN_HANDLE_LENGTH - len(_LEAF_SUFFIX)
 """Longest `prefix` (238 characters): every object path then fits the 1,024-byte key limit of S3, GCS and Azure."""
+
+_TOMBSTONE = b'\x00'
+"""Starts what a deleted payload's alias object holds (then the handle it stood for)."""
 
 _LIST_CHUNK = 1000
 _STREAM_CHUNK = 4 << 20
@@ -110,8 +110,15 @@ class ObjectStore:
     _attributes_supported: bool = field(default=True, init=False, repr=False, compare=False)
     """Whether the backend stores custom metadata (set to `False` after it refused once, as `LocalStore` does)."""
 
+    _ttl: timedelta | None = field(default=None, init=False, repr=False, compare=False)
+    """`cleanup_after` as checked at construction."""
+
+    _keys: KeyLayout = field(init=False, repr=False, compare=False)
+    """Where payloads, indexes and aliases live under the prefix."""
+
     def __post_init__(self) -> None:
-        self.prefix = check_namespace(self.prefix, separator='/', what='ObjectStore prefix')
+        self._keys = KeyLayout.checked(self.prefix, '/', what='ObjectStore prefix', suffix=_LEAF_SUFFIX)
+        self.prefix = self._keys.namespace
         if len(self.prefix) > MAX_PREFIX_LENGTH:
             raise ValueError(
                 f'ObjectStore prefix is {len(self.prefix)} characters long: use at most {MAX_PREFIX_LENGTH}, '
@@ -119,7 +126,7 @@ class ObjectStore:
             )
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError('max_bytes must be 0 or more, or None')
-        self.cleanup_after = normalize_ttl(self.cleanup_after, 'ObjectStore.cleanup_after')
+        self._ttl = self.cleanup_after = normalize_ttl(self.cleanup_after, 'ObjectStore.cleanup_after')
         if self.prune_concurrency < 1:
             raise ValueError('prune_concurrency must be 1 or more')
         if isinstance(self.store, LocalStore):
@@ -140,11 +147,7 @@ class ObjectStore:
             PayloadTooLargeError: `data` is larger than `max_bytes`.
             StoreBackendError: The object store failed or could not be reached.
         """
-        payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
-        error = too_large(len(payload), self.max_bytes, 'ObjectStore')
-        if error is not None:
-            raise error
-        handle = handle_for_key(key)
+        handle, payload = prepared_write(key, data, self.max_bytes, 'ObjectStore')
         attributes = self._expiry_attributes()
         index: LineIndex | None = None
 
@@ -152,7 +155,7 @@ class ObjectStore:
             return build_line_index(payload)
 
         for position, candidate in enumerate(candidate_handles(handle)):
-            path = self._payload_path(candidate)
+            path = self._keys.payload(candidate)
             # The first candidate is usually free: put it straight away. Later ones are compared first, so a
             # key that holds many payloads costs a metadata request per candidate, not an upload.
             holds = 'missing' if position == 0 else await self._holds(path, payload)
@@ -160,7 +163,7 @@ class ObjectStore:
                 if holds != 'missing':
                     break
                 create = self._create(path, payload, attributes)
-                if index is None and len(payload) > _INLINE_INDEX_BYTES:
+                if index is None and len(payload) > INLINE_INDEX_BYTES:
                     # Index in a worker thread while the upload runs: a spill costs about one upload.
                     result, index = await asyncio.gather(create, anyio.to_thread.run_sync(build_index))
                 else:
@@ -169,7 +172,7 @@ class ObjectStore:
                 if result is not None:
                     try:
                         await self._put(
-                            self._index_path(candidate), _index_bytes(index, len(payload), result.get('e_tag')), {}
+                            self._keys.index(candidate), _index_bytes(index, len(payload), result.get('e_tag')), {}
                         )
                     except StoreBackendError:
                         pass  # The payload is stored: readers rebuild a missing index.
@@ -185,7 +188,7 @@ class ObjectStore:
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
-        path = self._checked_payload_path(await self.resolve(handle))
+        path = self._keys.checked_payload(await self.resolve(handle))
         try:
             result = await obstore.get_async(self.store, path)
             self._raise_if_expired(result.attributes, result.meta)
@@ -199,11 +202,11 @@ class ObjectStore:
 
     async def size(self, handle: str) -> int:
         """The payload size in bytes (one metadata request)."""
-        return (await self._head(self._checked_payload_path(await self.resolve(handle))))['size']
+        return (await self._head(self._keys.checked_payload(await self.resolve(handle))))['size']
 
     async def read_range(self, handle: str, start: int, end: int) -> bytes:
         """Bytes `[start, end)` of the payload, clamped to its size (one ranged GET)."""
-        path = self._checked_payload_path(await self.resolve(handle))
+        path = self._keys.checked_payload(await self.resolve(handle))
         low = max(0, start)
         if end <= low:
             await self._head(path)
@@ -221,8 +224,8 @@ class ObjectStore:
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index, from its index object (rebuilt and re-saved when missing or stale)."""
         handle = await self.resolve(handle)
-        payload_path = self._checked_payload_path(handle)
-        meta, stored = await asyncio.gather(self._head(payload_path), self._get_optional(self._index_path(handle)))
+        payload_path = self._keys.checked_payload(handle)
+        meta, stored = await asyncio.gather(self._head(payload_path), self._get_optional(self._keys.index(handle)))
         if stored is not None:
             index = _parse_index(stored, meta['size'], meta['e_tag'])
             if index is not None:
@@ -235,7 +238,7 @@ class ObjectStore:
         Expired payloads are listed until [`prune`][pydantic_ai_harness.overflowing_tool_output.stores._object.ObjectStore.prune]
         (or a lifecycle rule) deletes them, although reads already treat them as not found.
         """
-        base = f'{self.prefix}/{PAYLOAD_MARKER}/'
+        base = self._keys.base(PAYLOAD_MARKER)
         # List only below the complete handle segments of `prefix` when they are valid, else everything.
         segments = prefix.split('/')[:-1]
         narrowed = '/'.join(segments)
@@ -244,7 +247,7 @@ class ObjectStore:
         try:
             async for page in _pages(self.store, listing):
                 for meta in page:
-                    handle = _handle_of(meta['path'], base)
+                    handle = self._keys.handle_of(meta['path'])
                     if handle is not None and handle.startswith(prefix):
                         found.append(
                             StoredPayload(handle=handle, size=meta['size'], modified=meta['last_modified'].timestamp())
@@ -255,19 +258,21 @@ class ObjectStore:
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle` (short or full) with its index and alias objects; `True` if it existed."""
+        handle = await self.resolve(handle)
         if not is_valid_handle(handle):
             return False
-        handle = await self.resolve(handle)
         alias = await self._alias_path_of(handle, asyncio.Semaphore(1))
         if alias is not None:
-            await self._delete_paths([alias], 'delete')
+            # A tombstone, not a free id: a short handle the model still holds never names another key's payload.
+            tombstone = _TOMBSTONE + handle.encode('utf-8', 'surrogateescape')
+            await self._put(alias, tombstone, self._expiry_attributes())
         try:
-            await obstore.head_async(self.store, self._payload_path(handle))
+            await obstore.head_async(self.store, self._keys.payload(handle))
         except Exception as exc:
             if _is_not_found(exc):
                 return False
             raise _translate(exc, 'delete') from exc
-        await self._delete_paths([self._payload_path(handle), self._index_path(handle)], 'delete')
+        await self._delete_paths([self._keys.payload(handle), self._keys.index(handle)], 'delete')
         return True
 
     async def prune(self, older_than: timedelta | None = None) -> int:
@@ -284,10 +289,10 @@ class ObjectStore:
         surviving: set[str] = set()
         limiter = asyncio.Semaphore(self.prune_concurrency)
         now = time.time()
-        base = f'{self.prefix}/{PAYLOAD_MARKER}/'
+        base = self._keys.base(PAYLOAD_MARKER)
         try:
             async for page in _pages(self.store, base.rstrip('/')):
-                ours = [(handle, meta) for meta in page if (handle := _handle_of(meta['path'], base)) is not None]
+                ours = [(handle, meta) for meta in page if (handle := self._keys.handle_of(meta['path'])) is not None]
                 verdicts = await asyncio.gather(
                     *(self._prune_verdict(meta, older_than, now, limiter) for _, meta in ours)
                 )
@@ -295,7 +300,7 @@ class ObjectStore:
                 surviving.update(handle for (handle, _), verdict in zip(ours, verdicts) if not verdict)
                 if expired:
                     aliases = await asyncio.gather(*(self._alias_path_of(h, limiter) for h in expired))
-                    paths = [self._payload_path(h) for h in expired] + [self._index_path(h) for h in expired]
+                    paths = [self._keys.payload(h) for h in expired] + [self._keys.index(h) for h in expired]
                     paths += [path for path in aliases if path is not None]
                     await self._delete_paths(paths, 'prune')
                     deleted += len(expired)
@@ -308,10 +313,11 @@ class ObjectStore:
 
     async def resolve(self, handle: str) -> str:
         """The full handle a short one stands for (`handle` itself when it is no known, live alias)."""
+        handle = as_handle(handle)
         if not is_short_handle(handle):
             return handle
         try:
-            result = await obstore.get_async(self.store, self._alias_path(handle))
+            result = await obstore.get_async(self.store, self._keys.alias(handle))
             if self._is_expired(result.attributes, result.meta):
                 return handle
             target = bytes(await result.bytes_async()).decode('utf-8', 'replace')
@@ -331,44 +337,30 @@ class ObjectStore:
         """
         target = handle.encode('utf-8', 'surrogateescape')
         for short in short_handles(handle):
-            path = self._alias_path(short)
+            path = self._keys.alias(short)
             if await self._create(path, target, attributes) is not None:
                 return short
             if await self._holds(path, target) == 'same':
                 return short
+            if await self._get_optional(path) == _TOMBSTONE + target:  # Deleted, now written again: its id back.
+                await self._put(path, target, attributes)
+                return short
         return handle
 
     async def _alias_path_of(self, handle: str, limiter: asyncio.Semaphore) -> str | None:
-        """The path of the full `handle`'s alias object, if it has one (usually its first candidate: one GET)."""
+        """The path of the full `handle`'s alias object, if it has one (usually its first candidate: one GET).
+
+        Every candidate is looked at: one freed by a prune may stand before the handle's own.
+        """
         target = handle.encode('utf-8', 'surrogateescape')
         async with limiter:
             for short in short_handles(handle):
-                stored = await self._get_optional(self._alias_path(short))
-                if stored is None:
-                    return None
-                if stored == target:
-                    return self._alias_path(short)
+                if await self._get_optional(self._keys.alias(short)) == target:
+                    return self._keys.alias(short)
         return None
 
-    def _alias_path(self, short: str) -> str:
-        return f'{self.prefix}/{ALIAS_MARKER}/{short}{_LEAF_SUFFIX}'
-
-    def _payload_path(self, handle: str) -> str:
-        return f'{self.prefix}/{PAYLOAD_MARKER}/{handle}{_LEAF_SUFFIX}'
-
-    def _index_path(self, handle: str) -> str:
-        return f'{self.prefix}/{INDEX_MARKER}/{handle}{_LEAF_SUFFIX}'
-
-    def _checked_payload_path(self, handle: str) -> str:
-        if not is_valid_handle(handle):
-            raise HandleNotFoundError(NOT_FOUND)
-        return self._payload_path(handle)
-
-    def _ttl(self) -> timedelta | None:
-        return cast('timedelta | None', self.cleanup_after)  # normalized in __post_init__
-
     def _expiry_attributes(self) -> dict[str, str]:
-        ttl = self._ttl()
+        ttl = self._ttl
         if ttl is None:
             return {}
         expires = datetime.now(timezone.utc) + ttl
@@ -382,7 +374,7 @@ class ObjectStore:
                 return datetime.fromisoformat(raw).timestamp() <= now
             except ValueError:
                 pass  # Someone else's metadata: fall back to the age rule.
-        ttl = self._ttl()
+        ttl = self._ttl
         if ttl is None:
             return False
         return meta['last_modified'].timestamp() + ttl.total_seconds() <= now
@@ -464,7 +456,7 @@ class ObjectStore:
             return None
 
     async def _rebuild_index(self, handle: str) -> LineIndex:
-        path = self._payload_path(handle)
+        path = self._keys.payload(handle)
         builder = LineIndexBuilder()
         try:
             result = await obstore.get_async(self.store, path)
@@ -478,7 +470,7 @@ class ObjectStore:
             raise _translate(exc, 'read') from exc
         index = builder.finish()
         try:
-            await self._put(self._index_path(handle), _index_bytes(index, meta['size'], meta['e_tag']), {})
+            await self._put(self._keys.index(handle), _index_bytes(index, meta['size'], meta['e_tag']), {})
         except StoreBackendError:
             pass  # The index is an optimisation: this call still has it.
         return index
@@ -504,7 +496,7 @@ class ObjectStore:
 
         (The alias of a payload pruned here went with it; this pass catches those of payloads deleted otherwise.)
         """
-        base = f'{self.prefix}/{ALIAS_MARKER}/'
+        base = self._keys.base(ALIAS_MARKER)
         async for page in _pages(self.store, base.rstrip('/')):
             ours = [meta for meta in page if meta['path'].startswith(base) and meta['path'].endswith(_LEAF_SUFFIX)]
             verdicts = await asyncio.gather(*(self._prune_verdict(meta, older_than, now, limiter) for meta in ours))
@@ -513,11 +505,11 @@ class ObjectStore:
                 await self._delete_paths(expired, 'prune')
 
     async def _prune_orphan_indexes(self, surviving: set[str], now: float) -> int:
-        base = f'{self.prefix}/{INDEX_MARKER}/'
+        base = self._keys.base(INDEX_MARKER)
         orphans: list[str] = []
         async for page in _pages(self.store, base.rstrip('/')):
             for meta in page:
-                handle = _handle_of(meta['path'], base)
+                handle = self._keys.handle_of(meta['path'], INDEX_MARKER)
                 if (
                     handle is not None
                     and handle not in surviving
@@ -541,14 +533,6 @@ class ObjectStore:
                 except Exception as single:
                     if not _is_not_found(single):
                         raise _translate(single, what) from single
-
-
-def _handle_of(path: str, base: str) -> str | None:
-    """The handle an object path under `base` stores, or `None` when the object is not one of ours."""
-    if not path.startswith(base) or not path.endswith(_LEAF_SUFFIX):
-        return None
-    handle = path[len(base) : -len(_LEAF_SUFFIX)]
-    return handle if is_valid_handle(handle) else None
 
 
 async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[obstore.ObjectMeta]]:

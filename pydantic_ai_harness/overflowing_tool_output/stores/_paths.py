@@ -43,10 +43,12 @@ __all__ = (
     'MAX_WRITTEN_HANDLE_LENGTH',
     'SHORT_ALPHABET',
     'SHORT_HANDLE_LENGTH',
+    'as_handle',
     'candidate_handles',
     'handle_for_key',
     'handle_for_names',
     'is_short_handle',
+    'is_valid_handle',
     'names_for_handle',
     'short_handles',
 )
@@ -157,6 +159,27 @@ def short_handles(handle: str) -> Iterator[str]:
     chars = ''.join(SHORT_ALPHABET[(digest >> (5 * (15 - position))) & 31] for position in range(16))
     for length in range(SHORT_HANDLE_LENGTH, MAX_SHORT_HANDLE_LENGTH + 1):
         yield chars[:length]
+
+
+_SEGMENT = r'[A-Za-z0-9_:+~=-][A-Za-z0-9_.:+~=-]*'
+_HANDLE = re.compile(rf'{_SEGMENT}(?:/{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}')
+
+
+def is_valid_handle(handle: object) -> bool:
+    """Whether `handle` has the shape of a handle `handle_for_key` produces (anything else is not found)."""
+    return isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH and _HANDLE.fullmatch(handle) is not None
+
+
+def as_handle(text: str) -> str:
+    """The handle `text` names: `text` itself when it has a handle's shape, else the handle of `text` as a key.
+
+    A store key that cannot be a handle (an empty or spaced tool call id: `run//0`, `run/call 1/0`) then reads
+    back the payload written under it. Unambiguous: such a text is never another payload's handle, and
+    `handle_for_key` is injective.
+    """
+    if is_valid_handle(text) or not text or len(text) > MAX_HANDLE_LENGTH:
+        return text
+    return handle_for_key(text)
 
 
 def is_short_handle(text: str) -> bool:

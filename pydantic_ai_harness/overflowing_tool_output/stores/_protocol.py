@@ -16,6 +16,7 @@ __all__ = (
     'OverflowStore',
     'RangeReadableStore',
     'ResolvableStore',
+    'StoreCleanupWarning',
     'StoredPayload',
     'StreamWritableStore',
     'StreamedPayload',
@@ -183,4 +184,12 @@ class HandleNotFoundError(LookupError):
     """Raised by a store for a handle that is unknown, expired or not valid for it.
 
     The message never contains a filesystem path: it may be shown to a model.
+    """
+
+
+class StoreCleanupWarning(UserWarning):
+    """Pruning a store failed in part (a file it could not delete, a backend error).
+
+    Pruning never raises into an agent run: [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]
+    and `ObjectStore` report its failures with this warning class.
     """

@@ -9,25 +9,16 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from ._line_index import LineIndex, LineIndexBuilder, build_line_index
-from ._paths import MAX_CANDIDATES, candidate_handles, handle_for_key, is_short_handle, short_handles
+from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
+from ._paths import MAX_CANDIDATES, as_handle, candidate_handles, is_short_handle, short_handles
 from ._protocol import HandleNotFoundError, StoredPayload
-from ._remote import (
-    ALIAS_MARKER,
-    INDEX_MARKER,
-    NOT_FOUND,
-    PAYLOAD_MARKER,
-    StoreBackendError,
-    check_namespace,
-    is_valid_handle,
-    too_large,
-)
+from ._remote import NOT_FOUND, PAYLOAD_MARKER, KeyLayout, StoreBackendError, is_valid_handle, prepared_write
 from ._ttl import normalize_ttl
 
 __all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
@@ -43,8 +34,6 @@ _INDEX_MAGIC = b'PAIRIDX1'
 
 _SCAN_COUNT = 500
 _READ_BLOCK = 4 << 20
-_INLINE_INDEX_BYTES = 1 << 20
-"""Payloads up to this size are indexed on the event loop; larger ones in a worker thread."""
 
 _GLOB_SPECIAL = frozenset('*?[]\\')
 
@@ -66,8 +55,13 @@ if length == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   outcome = 1
 elseif length == string.len(ARGV[1]) and redis.call('GET', KEYS[1]) == ARGV[1] then
   outcome = 0
-  local remaining = redis.call('PTTL', KEYS[1])
-  if remaining > 0 then expiry = tostring(remaining) else expiry = '' end
+  if expiry == '' then
+    local remaining = redis.call('PTTL', KEYS[1])
+    if remaining > 0 then expiry = tostring(remaining) end
+  else
+    redis.call('PEXPIRE', KEYS[1], expiry)
+    redis.call('PEXPIRE', KEYS[2], expiry)
+  end
 else
   return {-1, 0}
 end
@@ -78,28 +72,49 @@ for position = 3, #KEYS do
   else
     created = redis.call('SET', KEYS[position], ARGV[4], 'NX', 'PX', expiry)
   end
-  if created or redis.call('GET', KEYS[position]) == ARGV[4] then
+  if created then
+    return {outcome, position - 2}
+  end
+  local current = redis.call('GET', KEYS[position])
+  if current == ARGV[4] then
+    if expiry ~= '' then redis.call('PEXPIRE', KEYS[position], expiry) end
+    return {outcome, position - 2}
+  end
+  if current == '\0' .. ARGV[4] then
+    if expiry == '' then
+      redis.call('SET', KEYS[position], ARGV[4])
+    else
+      redis.call('SET', KEYS[position], ARGV[4], 'PX', expiry)
+    end
     return {outcome, position - 2}
   end
 end
 return {outcome, 0}
 """
 """Store a payload and its index under KEYS[1] / KEYS[2] unless KEYS[1] exists, then its alias (ARGV[4], the full
-handle) under the first of KEYS[3..] that is free or already holds it, with the payload's expiry; atomically (a
-script runs alone on the server). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held
-these bytes, -1 when it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
+handle) under the first of KEYS[3..] that is free, already holds it, or holds its tombstone (a NUL, then the handle:
+what `delete` leaves), with the payload's expiry; atomically (a
+script runs alone on the server). The same bytes written again restart the expiry of all three (a replay must not
+expire early). Returns `{outcome, alias}`: outcome 1 when stored, 0 when KEYS[1] already held these bytes, -1 when
+it holds others; alias the position of the alias key used (1 for KEYS[3]), 0 for none."""
 
 
 _DROP_ALIAS_SCRIPT = """
 for position = 1, #KEYS do
-  local target = redis.call('GET', KEYS[position])
-  if not target then return 0 end
-  if target == ARGV[1] then return redis.call('DEL', KEYS[position]) end
+  if redis.call('GET', KEYS[position]) == ARGV[1] then
+    local remaining = redis.call('PTTL', KEYS[position])
+    if remaining > 0 then
+      redis.call('SET', KEYS[position], '\0' .. ARGV[1], 'PX', remaining)
+    else
+      redis.call('SET', KEYS[position], '\0' .. ARGV[1])
+    end
+    return 1
+  end
 end
 return 0
 """
-"""Delete the alias of the full handle ARGV[1]: the first of its candidate keys KEYS that holds it (the ones before
-it hold other handles; a missing one ends the search)."""
+"""Turn the alias of the full handle ARGV[1] (the one of its candidate keys KEYS that holds it) into a tombstone
+with the same expiry, so its short id never goes to another handle; only the same handle written again takes it."""
 
 
 @dataclass
@@ -159,15 +174,22 @@ class RedisStore:
     )
     """The clients opened from `url`, one per event loop (asyncio connections cannot move between loops)."""
 
+    _ttl: timedelta | None = field(default=None, init=False, repr=False, compare=False)
+    """`cleanup_after` as checked at construction."""
+
+    _keys: KeyLayout = field(init=False, repr=False, compare=False)
+    """Where payloads, indexes and aliases live in the namespace."""
+
     def __post_init__(self) -> None:
-        self.namespace = check_namespace(self.namespace, separator=':', what='RedisStore namespace')
+        self._keys = KeyLayout.checked(self.namespace, ':', what='RedisStore namespace')
+        self.namespace = self._keys.namespace
         if self.url is not None and self.client is not None:
             raise ValueError('pass either url or client to RedisStore, not both')
         if self.client is not None and self.client.get_encoder().decode_responses:
             raise ValueError('RedisStore needs a client without decode_responses=True: payloads are bytes')
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError('max_bytes must be 0 or more, or None')
-        self.cleanup_after = normalize_ttl(self.cleanup_after, 'RedisStore.cleanup_after')
+        self._ttl = self.cleanup_after = normalize_ttl(self.cleanup_after, 'RedisStore.cleanup_after')
 
     # -- the OverflowStore protocol -------------------------------------------------------------------
 
@@ -184,12 +206,8 @@ class RedisStore:
             PayloadTooLargeError: `data` is larger than `max_bytes`.
             StoreBackendError: The server failed or could not be reached.
         """
-        payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
-        error = too_large(len(payload), self.max_bytes, 'RedisStore')
-        if error is not None:
-            raise error
-        handle = handle_for_key(key)
-        if len(payload) > _INLINE_INDEX_BYTES:
+        handle, payload = prepared_write(key, data, self.max_bytes, 'RedisStore')
+        if len(payload) > INLINE_INDEX_BYTES:
             index = await anyio.to_thread.run_sync(lambda: build_line_index(payload))
         else:
             index = build_line_index(payload)
@@ -199,7 +217,7 @@ class RedisStore:
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none (or they expired)."""
-        key = self._checked_payload_key(await self.resolve(handle))
+        key = self._keys.checked_payload(await self.resolve(handle))
         value = await self._call(lambda client: client.get(key), 'read')
         if value is None:
             raise HandleNotFoundError(NOT_FOUND)
@@ -209,7 +227,7 @@ class RedisStore:
 
     async def size(self, handle: str) -> int:
         """The payload size in bytes (`STRLEN`)."""
-        key = self._checked_payload_key(await self.resolve(handle))
+        key = self._keys.checked_payload(await self.resolve(handle))
         exists, length = await self._transaction(lambda pipe: (pipe.exists(key), pipe.strlen(key)), 'size')
         if not exists:
             raise HandleNotFoundError(NOT_FOUND)
@@ -217,7 +235,7 @@ class RedisStore:
 
     async def read_range(self, handle: str, start: int, end: int) -> bytes:
         """Bytes `[start, end)` of the payload, clamped to its size (`GETRANGE`)."""
-        key = self._checked_payload_key(await self.resolve(handle))
+        key = self._keys.checked_payload(await self.resolve(handle))
         low = max(0, start)
         if end <= low:
             exists = await self._call(lambda client: client.exists(key), 'read')
@@ -234,8 +252,8 @@ class RedisStore:
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index, stored with it at write time (rebuilt and re-saved if it went missing)."""
         handle = await self.resolve(handle)
-        payload_key = self._checked_payload_key(handle)
-        index_key = self._index_key(handle)
+        payload_key = self._keys.checked_payload(handle)
+        index_key = self._keys.index(handle)
         exists, length, stored = await self._transaction(
             lambda pipe: (pipe.exists(payload_key), pipe.strlen(payload_key), pipe.get(index_key)), 'read'
         )
@@ -251,8 +269,8 @@ class RedisStore:
 
         `modified` is the write time recorded in the payload's index (0.0 if the index is gone).
         """
-        match = f'{self._payload_key("")}{_glob_escape(prefix)}*'
-        base = len(self._payload_key(''))
+        base = self._keys.base(PAYLOAD_MARKER)
+        match = f'{base}{_glob_escape(prefix)}*'
 
         async def scan(client: Redis) -> list[StoredPayload]:
             found: list[StoredPayload] = []
@@ -262,13 +280,13 @@ class RedisStore:
                     cursor, match=match, count=_SCAN_COUNT
                 )
                 cursor, keys = reply
-                handles = [_as_bytes(raw)[base:].decode('utf-8', 'replace') for raw in keys]
-                handles = [handle for handle in handles if is_valid_handle(handle) and handle.startswith(prefix)]
+                named = (self._keys.handle_of(_as_bytes(raw).decode('utf-8', 'replace')) for raw in keys)
+                handles = [handle for handle in named if handle is not None and handle.startswith(prefix)]
                 if handles:
                     async with client.pipeline(transaction=False) as pipe:
                         for handle in handles:
-                            pipe.strlen(self._payload_key(handle))
-                            pipe.getrange(self._index_key(handle), 0, _INDEX_HEADER.size - 1)
+                            pipe.strlen(self._keys.payload(handle))
+                            pipe.getrange(self._keys.index(handle), 0, _INDEX_HEADER.size - 1)
                         replies: list[Any] = await pipe.execute()
                     for position, handle in enumerate(handles):
                         length, header = replies[2 * position], replies[2 * position + 1]
@@ -284,13 +302,13 @@ class RedisStore:
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle` (short or full) with its index and alias; `True` if the payload existed."""
+        handle = await self.resolve(handle)
         if not is_valid_handle(handle):
             return False
-        handle = await self.resolve(handle)
         deleted, _ = await self._transaction(
-            lambda pipe: (pipe.delete(self._payload_key(handle)), pipe.delete(self._index_key(handle))), 'delete'
+            lambda pipe: (pipe.delete(self._keys.payload(handle)), pipe.delete(self._keys.index(handle))), 'delete'
         )
-        alias_keys = [self._alias_key(short) for short in short_handles(handle)]
+        alias_keys = [self._keys.alias(short) for short in short_handles(handle)]
         await self._call(
             lambda client: client.register_script(_DROP_ALIAS_SCRIPT)(keys=alias_keys, args=[handle], client=client),
             'delete',
@@ -299,9 +317,10 @@ class RedisStore:
 
     async def resolve(self, handle: str) -> str:
         """The full handle a short one stands for (`handle` itself when it is no known alias)."""
+        handle = as_handle(handle)
         if not is_short_handle(handle):
             return handle
-        alias_key = self._alias_key(handle)
+        alias_key = self._keys.alias(handle)
         stored = await self._call(lambda client: client.get(alias_key), 'read')
         if stored is None:
             return handle
@@ -320,25 +339,10 @@ class RedisStore:
 
     # -- implementation --------------------------------------------------------------------------------
 
-    def _payload_key(self, handle: str) -> str:
-        return f'{self.namespace}:{PAYLOAD_MARKER}:{handle}'
-
-    def _index_key(self, handle: str) -> str:
-        return f'{self.namespace}:{INDEX_MARKER}:{handle}'
-
-    def _alias_key(self, short: str) -> str:
-        return f'{self.namespace}:{ALIAS_MARKER}:{short}'
-
-    def _checked_payload_key(self, handle: str) -> str:
-        if not is_valid_handle(handle):
-            raise HandleNotFoundError(NOT_FOUND)
-        return self._payload_key(handle)
-
     def _expiry_ms(self) -> int | None:
-        ttl = cast('timedelta | None', self.cleanup_after)  # normalized in __post_init__
-        if ttl is None:
+        if self._ttl is None:
             return None
-        return max(1, int(ttl.total_seconds() * 1000))
+        return max(1, int(self._ttl.total_seconds() * 1000))
 
     def _redis(self) -> Redis:
         if self.client is not None:
@@ -382,15 +386,15 @@ class RedisStore:
             # One round trip to skip the candidates that hold a payload of another size without sending ours.
             async with client.pipeline(transaction=False) as pipe:
                 for candidate in batch:
-                    pipe.exists(self._payload_key(candidate))
-                    pipe.strlen(self._payload_key(candidate))
+                    pipe.exists(self._keys.payload(candidate))
+                    pipe.strlen(self._keys.payload(candidate))
                 probes: list[Any] = await pipe.execute()
             for position, candidate in enumerate(batch):
                 exists, length = probes[2 * position], probes[2 * position + 1]
                 if exists and int(length) != len(payload):
                     continue
                 shorts = list(short_handles(candidate))
-                keys = [self._payload_key(candidate), self._index_key(candidate), *map(self._alias_key, shorts)]
+                keys = [self._keys.payload(candidate), self._keys.index(candidate), *map(self._keys.alias, shorts)]
                 args = [payload, index_value, '' if expiry is None else str(expiry), candidate]
                 outcome, alias = await script(keys=keys, args=args, client=client)
                 if int(outcome) >= 0:
@@ -403,7 +407,7 @@ class RedisStore:
     async def _rebuild_index(self, handle: str, size: int) -> LineIndex:
         builder = LineIndexBuilder()
         position = 0
-        payload_key = self._payload_key(handle)
+        payload_key = self._keys.payload(handle)
         while position < size:
             end = min(size, position + _READ_BLOCK)
             block = await self.read_range(handle, position, end)
@@ -417,9 +421,9 @@ class RedisStore:
             # Same remaining lifetime as the payload (PTTL is -1 without expiry, -2 when it just expired).
             remaining = await self._call(lambda client: client.pttl(payload_key), 'index')
             if int(remaining) == -1:
-                await self._call(lambda client: client.set(self._index_key(handle), value), 'index')
+                await self._call(lambda client: client.set(self._keys.index(handle), value), 'index')
             elif int(remaining) > 0:
-                await self._call(lambda client: client.set(self._index_key(handle), value, px=int(remaining)), 'index')
+                await self._call(lambda client: client.set(self._keys.index(handle), value, px=int(remaining)), 'index')
         except StoreBackendError:
             pass  # The index is an optimisation: this call still has it.
         return index

@@ -15,16 +15,22 @@ checked against the alphabet `handle_for_key` produces, so:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS
+from ._paths import handle_for_key, is_valid_handle
+from ._protocol import HandleNotFoundError
 
 __all__ = (
     'ALIAS_MARKER',
+    'INDEX_MARKER',
     'NOT_FOUND',
+    'PAYLOAD_MARKER',
+    'KeyLayout',
     'PayloadTooLargeError',
     'StoreBackendError',
     'check_namespace',
     'is_valid_handle',
+    'prepared_write',
     'too_large',
 )
 
@@ -40,8 +46,6 @@ INDEX_MARKER = '~i'
 ALIAS_MARKER = '~a'
 """The namespace component under which short-handle aliases live (each holds the full handle it stands for)."""
 
-_SEGMENT = r'[A-Za-z0-9_:+~=-][A-Za-z0-9_.:+~=-]*'
-_HANDLE = re.compile(rf'{_SEGMENT}(?:/{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}')
 _NAMESPACE_CHARS = re.compile(r'[A-Za-z0-9_.:/-]+')
 
 
@@ -60,11 +64,6 @@ class StoreBackendError(OSError):
     credential: it may end up in front of a model. The original exception is kept as `__cause__`
     for your logs.
     """
-
-
-def is_valid_handle(handle: object) -> bool:
-    """Whether `handle` has the shape of a handle `handle_for_key` produces (anything else is not found)."""
-    return isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH and _HANDLE.fullmatch(handle) is not None
 
 
 def check_namespace(namespace: str, *, separator: str, what: str) -> str:
@@ -90,3 +89,69 @@ def too_large(size: int, max_bytes: int | None, store: str) -> PayloadTooLargeEr
     return PayloadTooLargeError(
         f"{store}: the payload is {size:,} bytes, over this store's max_bytes of {max_bytes:,}; not stored"
     )
+
+
+@dataclass(frozen=True)
+class KeyLayout:
+    """Where a networked store keeps what it stores: `<namespace><sep><marker><sep><name><suffix>`.
+
+    `RedisStore` uses `:` and no suffix; `ObjectStore` uses `/` and the suffix `@` (so the object for
+    `run/call/0` never collides with the directory `run/call/0/` a file-system backend needs for `run/call/0/x`).
+    """
+
+    namespace: str
+    """The checked namespace (`check_namespace`)."""
+
+    separator: str
+    """Between the namespace, the marker and the name."""
+
+    suffix: str = ''
+    """Ends every name."""
+
+    @classmethod
+    def checked(cls, namespace: str, separator: str, *, what: str, suffix: str = '') -> KeyLayout:
+        """The layout under `namespace`, once `check_namespace` accepted it (a `ValueError` naming `what` if not)."""
+        return cls(check_namespace(namespace, separator=separator, what=what), separator, suffix)
+
+    def base(self, marker: str) -> str:
+        """The prefix every name under `marker` starts with (`<namespace><sep><marker><sep>`)."""
+        return f'{self.namespace}{self.separator}{marker}{self.separator}'
+
+    def payload(self, handle: str) -> str:
+        """The name of the payload stored under `handle`."""
+        return f'{self.base(PAYLOAD_MARKER)}{handle}{self.suffix}'
+
+    def index(self, handle: str) -> str:
+        """The name of the line index of the payload under `handle`."""
+        return f'{self.base(INDEX_MARKER)}{handle}{self.suffix}'
+
+    def alias(self, short: str) -> str:
+        """The name of the alias `short`, which holds the full handle it stands for."""
+        return f'{self.base(ALIAS_MARKER)}{short}{self.suffix}'
+
+    def checked_payload(self, handle: str) -> str:
+        """`payload(handle)` for a valid handle; `HandleNotFoundError` for anything else (a model may send it)."""
+        if not is_valid_handle(handle):
+            raise HandleNotFoundError(NOT_FOUND)
+        return self.payload(handle)
+
+    def handle_of(self, name: str, marker: str = PAYLOAD_MARKER) -> str | None:
+        """The handle (or short id) a name under `marker` stands for, or `None` when the name is not one of ours."""
+        base = self.base(marker)
+        if not name.startswith(base) or not name.endswith(self.suffix):
+            return None
+        handle = name[len(base) : len(name) - len(self.suffix)]
+        return handle if is_valid_handle(handle) else None
+
+
+def prepared_write(key: str, data: bytes, max_bytes: int | None, store: str) -> tuple[str, bytes]:
+    """The handle for `key` and `data` as `bytes`, once `data` is known to fit `max_bytes`.
+
+    Raises:
+        PayloadTooLargeError: `data` is larger than `max_bytes`.
+    """
+    payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
+    error = too_large(len(payload), max_bytes, store)
+    if error is not None:
+        raise error
+    return handle_for_key(key), payload

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import anyio
 from pydantic_ai.tools import RunContext
-from pydantic_ai.workspaces import UnavailableWorkspace, Workspace
+from pydantic_ai.workspaces import UnavailableWorkspace, Workspace, WorkspaceBackend
 from pydantic_ai.workspaces.unavailable import NO_WORKSPACE
 
 from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS, candidate_handles, handle_for_key, short_handles
@@ -55,8 +55,8 @@ class WorkspaceSpillRefused(Exception):
     """The workspace cannot take this spill; the message says why (it is logged, never shown to the model)."""
 
 
-def _validate_directory(directory: str) -> str:
-    if not isinstance(directory, str) or not directory:  # pyright: ignore[reportUnnecessaryIsInstance]
+def _validate_directory(directory: object) -> str:
+    if not isinstance(directory, str) or not directory:
         raise ValueError('WorkspaceSpill.directory must be a non-empty relative path such as ".overflow"')
     normal = posixpath.normpath(directory)
     if (
@@ -112,17 +112,22 @@ class WorkspaceSpill:
             raise ValueError(
                 f"WorkspaceSpill.query_tools must be 'always' or 'fallback_only', got {self.query_tools!r}"
             )
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not _is_positive_number(self.timeout):
             raise ValueError(f'WorkspaceSpill.timeout must be a positive number of seconds, got {self.timeout!r}')
-        if self.cleanup_after is not None and (
-            not isinstance(self.cleanup_after, timedelta)  # pyright: ignore[reportUnnecessaryIsInstance]
-            or self.cleanup_after <= timedelta(0)
-        ):
+        if not _is_positive_timedelta_or_none(self.cleanup_after):
             raise ValueError(f'WorkspaceSpill.cleanup_after must be a positive timedelta, got {self.cleanup_after!r}')
 
     def owns(self, handle: str) -> bool:
         """Whether `handle` names a spill in the workspace (rather than one in the configured store)."""
         return handle.startswith(f'{self.directory}/')
+
+
+def _is_positive_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _is_positive_timedelta_or_none(value: object) -> bool:
+    return value is None or (isinstance(value, timedelta) and value > timedelta(0))
 
 
 def _suffix_for(data: bytes) -> str:
@@ -139,6 +144,18 @@ def _suffix_for(data: bytes) -> str:
     if (first, last) in ((b'{', b'}'), (b'[', b']')):
         return '.json'
     return '.txt'
+
+
+def _as_workspace(value: object) -> Workspace:
+    """`value` as the `Workspace` a `WorkspaceStore` writes through: a bare backend is wrapped in one."""
+    if isinstance(value, Workspace):
+        return value
+    if isinstance(value, WorkspaceBackend):
+        return Workspace(value)
+    raise TypeError(
+        'WorkspaceStore.workspace must be a pydantic-ai Workspace, such as ctx.workspace or '
+        f'Workspace(LocalWorkspaceBackend(path)), got {type(value).__name__}'
+    )
 
 
 def _within(path: str, directory: str) -> bool:
@@ -159,7 +176,11 @@ class WorkspaceStore:
     """
 
     workspace: Workspace
-    """The workspace, usually `ctx.workspace`."""
+    """The workspace, usually `ctx.workspace`.
+
+    A bare backend (`LocalWorkspaceBackend(...)`, the form upstream pydantic-ai-harness documents) is wrapped as
+    `Workspace(backend)`; anything else raises `TypeError` at construction.
+    """
 
     directory: str = '.overflow'
     """The spill directory, relative to the working directory."""
@@ -168,6 +189,7 @@ class WorkspaceStore:
     """Prune a group of spills (a run's) once its latest write is older than this; `None` keeps them."""
 
     def __post_init__(self) -> None:
+        self.workspace = _as_workspace(self.workspace)
         self.directory = _validate_directory(self.directory)
 
     def owns(self, handle: str) -> bool:
@@ -205,12 +227,7 @@ class WorkspaceStore:
                 return handle
             if holds == 'different':
                 continue
-            level = await workspace.authority_of(target)
-            if _RANK[level] > _RANK[workspace.authority]:
-                raise WorkspaceSpillRefused(
-                    f"the workspace gives {handle} authority {level!r}, above its files' {workspace.authority!r}: "
-                    'tool output must not be trusted as that'
-                )
+            await self._check_destination(root, handle, target)
             await workspace.write_bytes(target, payload)
             await self._stamp(root, name)
             await self._maybe_prune(root)
@@ -262,6 +279,27 @@ class WorkspaceStore:
         except OSError:
             return 'different'  # a directory, not readable: never ours to reuse
 
+    async def _check_destination(self, root: str, handle: str, target: str) -> None:
+        """Refuse a write whose file, symlinks resolved, is not in the spill directory or has more authority.
+
+        Both the path written and the path the bytes land on are checked: a `.overflow` that is a symlink to a
+        directory the operator trusts must not turn tool output into trusted text.
+        """
+        workspace = self.workspace
+        real_root = await workspace.realpath(root)
+        real = await workspace.realpath(target)
+        if not _within(real, posixpath.join(real_root, self.directory)):
+            raise WorkspaceSpillRefused(
+                f'{handle} leads out of the spill directory {self.directory} (through a symlink): not written there'
+            )
+        for path in dict.fromkeys((target, real)):
+            level = await workspace.authority_of(path)
+            if _RANK[level] > _RANK[workspace.authority]:
+                raise WorkspaceSpillRefused(
+                    f"the workspace gives {handle} authority {level!r}, above its files' {workspace.authority!r}: "
+                    'tool output must not be trusted as that'
+                )
+
     async def _contained(self, root: str, relative: str) -> str | None:
         """The absolute path of `relative` when it (symlinks resolved) stays inside `root`, else `None`."""
         target = posixpath.join(root, relative)
@@ -269,9 +307,9 @@ class WorkspaceStore:
         real = await self.workspace.realpath(target)
         return target if _within(real, real_root) and real != real_root else None
 
-    async def _path_for(self, handle: str) -> str:
+    async def _path_for(self, handle: object) -> str:
         """The absolute path for a handle the model may have mangled, confined to the spill directory."""
-        if not isinstance(handle, str) or len(handle) > MAX_HANDLE_LENGTH or not self.owns(handle):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(handle, str) or len(handle) > MAX_HANDLE_LENGTH or not self.owns(handle):
             raise HandleNotFoundError('no stored payload under this handle')
         rest = handle[len(self.directory) + 1 :]
         stem, dot, suffix = rest.rpartition('.')
@@ -388,6 +426,8 @@ def route_for_run(fallback: OverflowStore, spill: WorkspaceSpill) -> Callable[[R
     """For the query tools: the store that holds `handle` in this run (the workspace for its own handles)."""
 
     def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
+        if isinstance(fallback, WorkspaceStore) and fallback.owns(handle):
+            return fallback  # The configured store is itself a workspace (its own, not the run's).
         if spill.owns(handle):
             return WorkspaceStore(ctx.workspace, spill.directory, spill.cleanup_after)
         return fallback
