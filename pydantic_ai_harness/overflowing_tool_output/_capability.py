@@ -58,7 +58,7 @@ from ._spec import (
     parse_workspace,
 )
 from ._spill import spill, store_write
-from ._step_budget import StepBudget, StepTools, fit_step
+from ._step_budget import StepBudget, StepTools, fit_step, step_action
 from ._summarize import (
     DEFAULT_SUMMARY_PROMPT,
     OverflowConfigurationError,
@@ -189,14 +189,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             check_store(self.store)
         self._resolved_store = self.store if self.store is not None else LocalFileStore()
         self._summary_locks = RunLocks()
-        self._withholding = build_withholding(self.redact_secrets)
-        if self._withholding is not None and _same_store(
-            self._withholding.setting.keep_original_in, self._resolved_store
-        ):
-            raise ValueError(
-                'redact_secrets.keep_original_in is the store the query tools read from (`store`): the model could '
-                'read the originals back, secrets and all. Give keep_original_in a store of its own.'
-            )
+        self._withholding = build_withholding(self.redact_secrets, query_store=self._resolved_store)
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
@@ -516,7 +509,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
         return StepTools(
             measure=self._measure,
-            action_for=partial(self._step_action, budget=budget),
+            action_for=partial(step_action, budget, self._per_tool_desc, self.bands_for),
             selected=selected,
             reduce=reduce,
             exempt=QUERY_TOOL_NAMES.__contains__,
@@ -525,15 +518,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     def _measure(self, rendered: Rendered) -> int:
         return measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)[0]
-
-    def _step_action(self, tool_name: str, budget: StepBudget) -> Action | None:
-        """The action the step budget reduces a return of `tool_name` with: its own, or its smallest band's."""
-        if tool_name in self._per_tool_desc and not self._per_tool_desc[tool_name]:
-            return None  # `per_tool={name: []}`: never reduce that tool
-        if budget.action is not None:
-            return budget.action
-        bands = self.bands_for(tool_name)
-        return bands[-1].action if bands else None
 
     # --- configuration and stores --------------------------------------------------------------------
 
@@ -600,17 +584,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         this runs in place or in a durable unit: the caller adds it.
         """
         return await summarize_in_place(self._summarize_actions[action_index], ctx, request)
-
-
-def _same_store(kept_in: object, store: OverflowStore) -> bool:
-    """Whether `kept_in` is `store`, or a `LocalFileStore` over the same directory."""
-    if kept_in is store:
-        return True
-    return (
-        isinstance(kept_in, LocalFileStore)
-        and isinstance(store, LocalFileStore)
-        and kept_in.root_path == store.root_path
-    )
 
 
 def _query_toolset(store: OverflowStore, spill: WorkspaceSpill) -> AbstractToolset[Any]:

@@ -14,12 +14,22 @@ from typing import Any
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
 from .._typing import is_instance, is_int
-from ._bands import Action, Passthrough, Spill, Summarize, Truncate
+from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
 from ._events import VALUE_PREFIX
 from ._render import Rendered, render_value
 from ._unit import Reduced, reduction_notes, with_notes
 
-__all__ = ('STEP_ACTIONS', 'StepBudget', 'StepReturn', 'StepTools', 'fit_step', 'plan_step', 'step_calls', 'step_note')
+__all__ = (
+    'STEP_ACTIONS',
+    'StepBudget',
+    'StepReturn',
+    'StepTools',
+    'fit_step',
+    'plan_step',
+    'step_action',
+    'step_calls',
+    'step_note',
+)
 
 _REDUCIBLE_OUTCOMES = ('success', 'retried', 'failed')
 """Returns whose text the tool wrote: its result, or its own `ModelRetry` / `ToolFailed` message. (Denied and
@@ -187,3 +197,21 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
 
 def _reduced_already(metadata: object) -> bool:
     return isinstance(metadata, Mapping) and f'{VALUE_PREFIX}_action' in metadata
+
+
+def step_action(
+    budget: StepBudget,
+    per_tool: Mapping[str, Sequence[Band]],
+    bands_for: Callable[[str], Sequence[Band]],
+    tool_name: str,
+) -> Action | None:
+    """The action the step budget reduces a return of `tool_name` with: its own, or the tool's smallest band's.
+
+    `None` for a tool with `per_tool={name: []}`: that tool is never reduced.
+    """
+    if tool_name in per_tool and not per_tool[tool_name]:
+        return None
+    if budget.action is not None:
+        return budget.action
+    bands = bands_for(tool_name)
+    return bands[-1].action if bands else None

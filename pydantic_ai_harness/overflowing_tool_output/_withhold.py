@@ -23,6 +23,7 @@ from ._offload import off_loop
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 from ._unit import is_tool_return, with_notes
+from .stores import LocalFileStore
 
 __all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'SecretWithholding', 'build_withholding', 'withhold_secrets')
 
@@ -63,18 +64,38 @@ class SecretWithholding:
         return (masked, dict(found)) if found else (text, {})
 
 
-def build_withholding(setting: SecretRedaction | None) -> SecretWithholding | None:
-    """What `redact_secrets` asks for; a bad setting raises at construction, naming it."""
+def build_withholding(setting: SecretRedaction | None, *, query_store: object) -> SecretWithholding | None:
+    """What `redact_secrets` asks for; a bad setting raises at construction, naming it.
+
+    `keep_original_in` may not be `query_store`, the store the query tools read: the model could read the
+    originals back, secrets and all.
+    """
     if setting is None:
         return None
     if not is_instance(setting, SecretRedaction):
         raise TypeError(f'redact_secrets must be a SecretRedaction or None, got {type(setting).__name__}')
     if setting.keep_original_in is not None and not callable(getattr(setting.keep_original_in, 'write', None)):
         raise TypeError('redact_secrets.keep_original_in must be an OverflowStore (with an async write(key, data))')
+    if _same_store(setting.keep_original_in, query_store):
+        raise ValueError(
+            'redact_secrets.keep_original_in is the store the query tools read from (`store`): the model could '
+            'read the originals back, secrets and all. Give keep_original_in a store of its own.'
+        )
     try:
         return SecretWithholding(setting, Redactor.from_setting(setting))
     except ImportError as exc:
         raise UserError(f'redact_secrets: {exc}') from None
+
+
+def _same_store(kept_in: object, store: object) -> bool:
+    """Whether `kept_in` is `store`, or a `LocalFileStore` over the same directory."""
+    if kept_in is store:
+        return True
+    return (
+        isinstance(kept_in, LocalFileStore)
+        and isinstance(store, LocalFileStore)
+        and kept_in.root_path == store.root_path
+    )
 
 
 async def withhold_secrets(
