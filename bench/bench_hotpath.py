@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,8 +26,9 @@ environment, built by the benchmark under `bench/.out/`: **plain install** is `p
 (`ToolOutputLimits` with `store=LocalFileStore(...)`, its default bands) on the same `pydantic-ai-slim` version
 as ours (upstream pins an older one; it is installed with `--no-deps` beside its other requirements). A column
 whose venv cannot be built is skipped and the report says so. Stores on `/dev/shm`. Rounds alternate the
-variants (plain write, the run without the capability, plain install, extras, upstream); each figure is the
-median of its rounds, every ratio is against figures of the same run. Baselines: `open(path, 'wb').write(
+variants (plain write, plain install, extras, upstream; the run without the capability, context only, runs once);
+every ratio is the median of the per-round ratios (both sides of a ratio measured in the same round), every time
+shown the median of its rounds. Baselines: `open(path, 'wb').write(
 text.encode())` of the same text (`to_json(value)` then write for the JSON value). Peak extra memory: the rise of
 the process's peak RSS (`VmHWM`, reset through `/proc/self/clear_refs`) over its RSS before the step. Payloads:
 logs of 1, 10 and 100 MB (an ERROR line every 100,000 lines), and a list of 20 MB of dicts in compact JSON.
@@ -47,8 +49,8 @@ COLUMNS = {
 """Column -> its heading."""
 
 # payload -> rounds, goal against upstream (the plain install's, from the project's issue on speed as installed)
-LOGS: tuple[tuple[str, int, float], ...] = (('log_1mb', 15, 1.3), ('log_10mb', 9, 1.2), ('log_100mb', 5, 0.9))
-JSON_PAYLOAD = ('json_20mb', 5, 1.2)
+LOGS: tuple[tuple[str, int, float], ...] = (('log_1mb', 15, 1.3), ('log_10mb', 9, 1.2), ('log_100mb', 7, 0.9))
+JSON_PAYLOAD = ('json_20mb', 7, 1.2)
 GREP_ROUNDS = 5
 READ_ROUNDS = 5
 READ_OFFSET = 650_000
@@ -132,25 +134,31 @@ def _rotations(plan: list[Any], rounds: int) -> list[list[Any]]:
     return [plan[r % len(plan) :] + plan[: r % len(plan)] for r in range(rounds)]
 
 
-def _measure(workers: dict[str, Worker], name: str, rounds: int) -> dict[tuple[str, str], tuple[float, float]]:
-    """(column, variant) -> (median seconds, median peak extra bytes), variants alternated round by round."""
-    plan = [('plain', 'write'), ('plain', 'none')] + [(column, 'capability') for column in workers]
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in plan}
-    peaks: dict[tuple[str, str], list[float]] = {key: [] for key in plan}
+def _measure(workers: dict[str, Worker], name: str, rounds: int) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(column, variant) -> (seconds, peak extra bytes) of each round, the variants alternated round by round."""
+    plan = [('plain', 'write')] + [(column, 'capability') for column in workers]
+    figures: dict[tuple[str, str], list[tuple[float, float]]] = {key: [] for key in plan}
+    # The run without the capability is context only (and takes ~40x a plain write at 100 MB): one round.
+    answer = workers['plain'].ask(payload=name, variant='none')
+    figures['plain', 'none'] = [(answer['seconds'], answer['peak_extra'])]
     for order in _rotations(plan, rounds):
         for column, variant in order:
             answer = workers[column].ask(payload=name, variant=variant)
-            times[column, variant].append(answer['seconds'])
-            peaks[column, variant].append(answer['peak_extra'])
-    return {key: (statistics.median(times[key]), statistics.median(peaks[key])) for key in plan}
+            figures[column, variant].append((answer['seconds'], answer['peak_extra']))
+    return figures
+
+
+def _ratio(ours: list[float], baseline: list[float]) -> float:
+    """The median of the per-round ratios (both measured in the same round, so they share its load)."""
+    return statistics.median(a / b for a, b in zip(ours, baseline, strict=True))
 
 
 def _spill_rows(workers: dict[str, Worker]) -> list[Row]:
     rows: list[Row] = []
     for name, rounds, goal in (*LOGS, JSON_PAYLOAD):
         figures = _measure(workers, name, rounds)
-        write = figures['plain', 'write'][0]
-        bare = figures['plain', 'none'][0]
+        seconds = {key: [time for time, _ in runs] for key, runs in figures.items()}
+        write = seconds['plain', 'write']
         is_log = name.startswith('log')
         size_mb = int(name.split('_')[1].removesuffix('mb'))
         label = f'spill {size_mb} MB log' if is_log else f'spill {size_mb} MB JSON list of dicts'
@@ -159,17 +167,19 @@ def _spill_rows(workers: dict[str, Worker]) -> list[Row]:
         versus_write = Row(f'{label} vs {baseline}', 'x', '<= 1.1x' if is_log else 'reported', 1.1 if is_log else None)
         memory_limit = 0.5 if is_log else 2.0
         memory = Row(f'{label}: extra peak memory vs payload', 'x', f'<= {memory_limit}x', memory_limit)
+        medians = {key: statistics.median(times) for key, times in seconds.items()}
+        context = f'write {_ms(medians["plain", "write"])}; run without the capability {_ms(medians["plain", "none"])}'
+        if 'upstream' in workers:
+            context += f'; upstream {_ms(medians["upstream", "capability"])}'
         for column in workers:
-            seconds, peak = figures[column, 'capability']
-            detail = f'{_ms(seconds)}; write {_ms(write)}; run without the capability {_ms(bare)}'
-            if 'upstream' in workers:
-                upstream = figures['upstream', 'capability'][0]
-                detail += f'; upstream {_ms(upstream)}'
-                if column != 'upstream':
-                    versus_upstream.values[column] = seconds / upstream
-                    versus_upstream.details[column] = detail
-            versus_write.values[column] = seconds / write
+            ours = seconds[column, 'capability']
+            detail = f'{_ms(medians[column, "capability"])}; {context}'
+            if 'upstream' in workers and column != 'upstream':
+                versus_upstream.values[column] = _ratio(ours, seconds['upstream', 'capability'])
+                versus_upstream.details[column] = detail
+            versus_write.values[column] = _ratio(ours, write)
             versus_write.details[column] = detail
+            peak = statistics.median(peak for _, peak in figures[column, 'capability'])
             memory.values[column] = peak / (size_mb * 1e6)
             memory.details[column] = f'{peak / 1e6:,.0f} MB'
         rows += [versus_write, versus_upstream, memory] if size_mb == 100 or not is_log else [versus_upstream]
@@ -201,7 +211,7 @@ def _grep_rows(workers: dict[str, Worker]) -> list[Row]:
         for column, worker in ours.items():
             seconds = statistics.median(times[column])
             traced = worker.ask(grep=pattern, is_regex=is_regex, trace=True)
-            row.values[column] = seconds / gnu
+            row.values[column] = _ratio(times[column], times['gnu'])
             row.details[column] = f'{_ms(seconds)} vs {_ms(gnu)}; answer starts {traced["answer"][:32]!r}'
             peak = traced['peak'] / 1e6
             if peak >= memory.values.get(column, 0.0):
@@ -276,6 +286,7 @@ def _venvs() -> list[Venv]:
 
 
 def run() -> tuple[list[Entry], str]:
+    load_before = os.getloadavg()[0] if hasattr(os, 'getloadavg') else -1.0
     venvs = _venvs()
     for venv in venvs:
         print(f'{COLUMNS[venv.name]}: {venv.note}', flush=True)
@@ -299,6 +310,7 @@ def run() -> tuple[list[Entry], str]:
         for worker in workers.values():
             worker.process.kill()
         shutil.rmtree(scratch, ignore_errors=True)
+    load_after = os.getloadavg()[0] if hasattr(os, 'getloadavg') else -1.0
     notes = '; '.join(f'{COLUMNS[venv.name]}: {venv.note}' for venv in venvs)
     imported_from = '; '.join(f'{COLUMNS[column]} `{package}`' for column, package in packages.items())
     extra = (
@@ -307,8 +319,8 @@ def run() -> tuple[list[Entry], str]:
         'Optional modules in each column after the runs (`loaded`: imported by the package during them; '
         f'`installed`: importable but not used; `absent`: not installed):\n\n{_modules_table(modules)}\n\n'
         f'Venvs: {notes}. Package imported from: {imported_from}. Measured with `make bench` (or '
-        f'`PYTHONPATH=$PWD .venv/bin/python -m bench {SECTION}`) on a shared 2-core machine: figures vary by about '
-        '30% between runs.'
+        f'`PYTHONPATH=$PWD .venv/bin/python -m bench {SECTION}`) on a 2-core machine, load average {load_before:.1f} '
+        f'before and {load_after:.1f} after (other work was running): figures vary by about 30% between runs.'
     )
     print(_modules_table(modules), flush=True)
     return _entries(rows), extra
