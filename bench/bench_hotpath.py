@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._report import Entry
-from bench._venvs import EXTRAS, UPSTREAM_VERSION, Venv, clean_env, project_venv, upstream_venv
+from bench._venvs import EXTRAS, REPO, UPSTREAM_VERSION, Venv, clean_env, project_venv, upstream_venv
 
 TITLE = 'Spill hot path: the plain install, the extras, upstream'
 METHOD = f"""
@@ -285,6 +285,14 @@ def _modules_table(modules: dict[str, dict[str, str]]) -> str:
     return '\n'.join(lines)
 
 
+def _shown_path(path: str) -> str:
+    """`path` relative to the checkout when it is inside it (a venv under `bench/.out/`)."""
+    try:
+        return str(Path(path).relative_to(REPO))
+    except ValueError:
+        return path
+
+
 def _installs(rows: list[Row]) -> str:
     """What a plain install gets on the 100 MB spill, and what the extras add, in one sentence from this run."""
     by_step = {row.step: row for row in rows}
@@ -323,7 +331,7 @@ def run() -> tuple[list[Entry], str]:
         rows = _spill_rows(workers)
         rows += _grep_rows(workers)
         modules = {column: worker.ask(modules=True)['modules'] for column, worker in workers.items()}
-        packages = {column: worker.package for column, worker in workers.items()}
+        packages = {column: _shown_path(worker.package) for column, worker in workers.items()}
         for worker in workers.values():
             worker.close()
         workers.clear()
