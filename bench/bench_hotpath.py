@@ -34,7 +34,8 @@ the process's peak RSS (`VmHWM`, reset through `/proc/self/clear_refs`) over its
 logs of 1, 10 and 100 MB (an ERROR line every 100,000 lines), and a list of 20 MB of dicts in compact JSON.
 Grep: `grep_tool_result` over the 100 MB log in each column's `LocalFileStore` against GNU `grep -F -n` /
 `grep -E -n` on the stored file, alternated, median of 5 (peak memory: `tracemalloc` over one more call). Read:
-a fresh process per round imports `pydantic_ai_harness.overflowing_tool_output` (timed apart), then times its
+a fresh process per round runs one agent run without the capability (as the process a model reads from has; it
+loads anyio's event-loop backend), imports `pydantic_ai_harness.overflowing_tool_output` (timed apart), then times its
 first `read_tool_result(offset=650_000, limit=200)` on the indexed 100 MB log and the median of 10 more; median of
 5 processes.
 
