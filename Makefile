@@ -82,9 +82,13 @@ docs: $(DOCS_INSTALL) ## Build the docs site (site/index.html opens from disk) w
 .PHONY: test
 test: lint typecheck pytest docs ## The whole check: lint, type check, tests, docs build
 
+# Some sections only: `make bench BENCH_SECTIONS='hotpath store'`. The hot-path section measures the package as a
+# user installs it: it builds bench/.out/venv-plain (`pip install .`, no extras), venv-extras and upstream's venv.
+BENCH_SECTIONS ?=
+
 .PHONY: bench
-bench: $(STAMP) ## Run the benchmark suite and write docs/benchmarks.md
-	$(BIN)/python -m bench
+bench: $(STAMP) ## Run the benchmark suite (hot path on a plain `pip install .`) and write docs/benchmarks.md
+	$(BIN)/python -m bench $(BENCH_SECTIONS)
 
 .PHONY: clean
 clean: ## Remove build artefacts (keeps .venv)

@@ -3,7 +3,14 @@
 Run as a script, never imported by the package: `python bench/_hotpath_worker.py ours|upstream SCRATCH`. It builds
 the payloads itself (deterministically, so both sides get the same bytes), then answers JSON commands read from
 stdin, one per line: `{"payload": "log_100mb", "variant": "write" | "none" | "capability"}` -> `{"seconds": ...,
-"peak_extra": ...}`. `upstream` imports `pydantic-ai-harness` 0.62 (`ToolOutputLimits`); `ours` this checkout.
+"peak_extra": ...}`; `{"grep_setup": true}` stores the 100 MB log for the grep commands, `{"grep": PATTERN,
+"is_regex": ...}` times `grep_tool_result` on it; `{"modules": true}` says which optional modules are installed and
+which the runs so far imported. `upstream` imports `pydantic-ai-harness` 0.62 (`ToolOutputLimits`); `ours` the
+project as installed in this interpreter's environment (the script's directory is on `sys.path`, the checkout is not).
+
+`python bench/_hotpath_worker.py read STORE_DIR HANDLE OFFSET` is a fresh agent process's 200-line read: after one
+agent run without the capability it imports the package, times the first `read_tool_result` and then warm ones,
+prints one JSON line and exits.
 Only the standard library, pydantic-ai and pydantic-core are used besides the implementation under test.
 """
 
@@ -13,12 +20,15 @@ import asyncio
 import ctypes
 import gc
 import importlib
+import importlib.util
 import json
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +38,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 NEEDLE = 'needle-0xC0FFEE'
+OPTIONAL_MODULES = ('hyperscan', 'numpy', 'tiktoken', 're2')
+"""Modules that change the hot path's speed when present (`re2` is a dependency: listed to show it loaded)."""
+READ_LIMIT = 200
 
 
 def log_text(size: int) -> str:
@@ -117,7 +130,9 @@ class Side:
         self.impl = impl
         self.scratch = scratch
         self.store_dir = scratch / f'store-{impl}'
-        self.counter = 0
+        self.loop = asyncio.new_event_loop()
+        self.grep_tool: Any = None
+        self.grep_handle = ''
 
     def capability(self) -> Any:
         if self.impl == 'upstream':
@@ -171,6 +186,35 @@ class Side:
         self._settle()
         return {'seconds': seconds, 'peak_extra': peak - before if before >= 0 and peak >= 0 else -1}
 
+    def grep_setup(self) -> dict[str, Any]:
+        """Store the 100 MB log and build its line index, for the grep commands and the fresh-process reads."""
+        from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, build_query_toolset
+
+        store_dir = self.scratch / 'grep-store'
+        store = LocalFileStore(base_dir=store_dir)
+        data = log_text(100_000_000).encode()
+        handle = self.loop.run_until_complete(store.write('run/grep/0', data))
+        del data
+        index = self.loop.run_until_complete(store.line_index(handle))
+        self.grep_tool = build_query_toolset(store).tools['grep_tool_result'].function
+        self.grep_handle = handle
+        path = next(store_dir.rglob('0.out'))
+        return {'handle': handle, 'store': str(store_dir), 'path': str(path), 'lines': index.line_count}
+
+    def grep(self, pattern: str, is_regex: bool, trace: bool) -> dict[str, Any]:
+        call = self.grep_tool(handle=self.grep_handle, pattern=pattern, is_regex=is_regex)
+        gc.collect()
+        if trace:
+            tracemalloc.start()
+        started = time.perf_counter()
+        answer = self.loop.run_until_complete(call)
+        seconds = time.perf_counter() - started
+        peak = -1
+        if trace:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        return {'seconds': seconds, 'peak': peak, 'answer': answer[:60]}
+
     def _settle(self) -> None:
         # Background work (a line indexer, a pruner) of the step just timed must not run into the next one.
         deadline = time.monotonic() + 30
@@ -180,20 +224,62 @@ class Side:
         gc.collect()
 
 
+def modules() -> dict[str, str]:
+    """For each optional module: `'loaded'` (imported by now), `'installed'` (importable, not imported) or `'absent'`."""
+    return {
+        name: 'loaded' if name in sys.modules else 'installed' if importlib.util.find_spec(name) else 'absent'
+        for name in OPTIONAL_MODULES
+    }
+
+
+def _answer(command: dict[str, Any], side: Side) -> dict[str, Any]:
+    if command.get('prepare'):
+        for name in command['prepare']:
+            payload(name)
+        return {'prepared': True}
+    if command.get('modules'):
+        return {'modules': modules()}
+    if command.get('grep_setup'):
+        return side.grep_setup()
+    if 'grep' in command:
+        return side.grep(command['grep'], command['is_regex'], command.get('trace', False))
+    return side.run(command['payload'], command['variant'])
+
+
+def fresh_read(store_dir: str, handle: str, offset: int) -> dict[str, Any]:
+    """A fresh agent process's first 200-line read and its warm reads (the package is imported first, timed apart).
+
+    The model calls `read_tool_result` inside an agent run, so one run without the capability comes first: it loads
+    what any run loads (anyio's asyncio backend, ~45 ms to import, among others), which the read is not charged for.
+    """
+    result = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('done')]))).run_sync('go')
+    assert result.output == 'done'
+    started = time.perf_counter()
+    package: Any = importlib.import_module('pydantic_ai_harness.overflowing_tool_output')
+    imported = time.perf_counter() - started
+    read = package.build_query_toolset(package.LocalFileStore(base_dir=store_dir)).tools['read_tool_result'].function
+    loop = asyncio.new_event_loop()
+    times: list[float] = []
+    for _ in range(11):
+        started = time.perf_counter()
+        answer = loop.run_until_complete(read(handle=handle, offset=offset, limit=READ_LIMIT))
+        times.append(time.perf_counter() - started)
+        assert f'lines {offset}-' in answer, answer[:200]
+    return {'import': imported, 'first': times[0], 'warm': statistics.median(times[1:]), 'modules': modules()}
+
+
 def main() -> None:
+    if sys.argv[1] == 'read':
+        print(json.dumps(fresh_read(sys.argv[2], sys.argv[3], int(sys.argv[4]))), flush=True)
+        return
     impl, scratch = sys.argv[1], Path(sys.argv[2])
     scratch.mkdir(parents=True, exist_ok=True)
     side = Side(impl, scratch)
     side.run('log_1mb', 'capability')  # warm up imports and caches
-    print(json.dumps({'ready': True, 'pid': os.getpid()}), flush=True)
+    package = importlib.import_module('pydantic_ai_harness')
+    print(json.dumps({'ready': True, 'pid': os.getpid(), 'package': package.__file__}), flush=True)
     for line in sys.stdin:
-        command = json.loads(line)
-        if command.get('prepare'):
-            for name in command['prepare']:
-                payload(name)
-            print(json.dumps({'prepared': True}), flush=True)
-            continue
-        print(json.dumps(side.run(command['payload'], command['variant'])), flush=True)
+        print(json.dumps(_answer(json.loads(line), side)), flush=True)
 
 
 if __name__ == '__main__':
