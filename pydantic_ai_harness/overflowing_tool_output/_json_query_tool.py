@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from pydantic_ai import ModelRetry
 
+from .._gil import called_off_by
 from ._answers import DEFAULT_LIMIT
 from ._handles import open_handle
 from ._jsonpath import JsonQueryError, JsonQueryLimits, JsonQueryResult, NotQueryableError, query_json
@@ -76,24 +79,55 @@ def path_matches(path: str, offset: int, limit: int, from_end: bool, pattern: st
     return _DEFAULT_PATH_MATCHES if limit == DEFAULT_LIMIT else limit
 
 
+class _CalledOff(Exception):
+    """The call the query runs for was cancelled: its worker stops at its next read."""
+
+
 async def _run(payload: Payload, path: str, max_matches: int, caps: JsonQueryLimits) -> JsonQueryResult:
-    """Run the query in a worker thread (it is CPU-bound), reading the payload through the event loop."""
+    """Run the query in a worker thread (it is CPU-bound), reading the payload through the event loop.
+
+    A cancelled call stops the work too: the worker checks a flag between steps (where it checks its time budget,
+    and before each read), so the call returns within a step of its cancellation, not at the end of the budget.
+    """
+    called_off = threading.Event()
 
     async def read_range(start: int, end: int) -> bytes:
         return await payload.read_range(start, end)
 
     def read(start: int, end: int) -> bytes:
+        if called_off.is_set():
+            raise _CalledOff
         return anyio.from_thread.run(read_range, start, end)
 
-    def work() -> JsonQueryResult:
-        return query_json(read, payload.size, path, max_matches=max_matches, limits=caps)
+    def work() -> JsonQueryResult | Exception:
+        # The outcome is returned, not raised: raised inside the task group below, it would come out as a group.
+        with called_off_by(called_off):
+            try:
+                return query_json(read, payload.size, path, max_matches=max_matches, limits=caps)
+            except Exception as exc:  # noqa: BLE001 - raised again below, once out of the task group
+                return exc
 
-    # Shielded: the worker calls back into the event loop for every read, and a cancelled host waiting on it made
-    # the loop spin on cancel delivery while the worker waited on its read (a livelock). The query's own time
-    # budget bounds how long the shield holds.
-    with anyio.CancelScope(shield=True):
-        return await anyio.to_thread.run_sync(work)
-    raise AssertionError('unreachable: a shielded scope is never cancelled, so it swallows nothing')
+    outcome: JsonQueryResult | Exception = _CalledOff()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_call_off_when_cancelled, called_off)
+        # Shielded: the worker calls back into the event loop for every read, and a cancelled host waiting on it made
+        # the loop spin on cancel delivery while the worker waited on its read (a livelock). The watcher above is not
+        # shielded: a cancellation sets the flag, and the worker stops at its next step.
+        with anyio.CancelScope(shield=True):
+            outcome = await anyio.to_thread.run_sync(work)
+        group.cancel_scope.cancel()
+    # A worker is called off only when the call was cancelled, and leaving the task group raised that: an exception
+    # here is the query's own (a refused query, a failing store).
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+async def _call_off_when_cancelled(called_off: threading.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        called_off.set()
 
 
 def _render(handle: str, path: str, result: JsonQueryResult) -> str:
