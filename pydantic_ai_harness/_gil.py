@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Generator
+from contextlib import contextmanager
 
-__all__ = ('HAND_OVER_EVERY', 'hand_over', 'past')
+__all__ = ('HAND_OVER_EVERY', 'called_off_by', 'hand_over', 'past')
 
 HAND_OVER_EVERY = 0.002
 """Seconds of a worker's loop between two hand-overs of the GIL."""
@@ -19,6 +21,7 @@ HAND_OVER_EVERY = 0.002
 
 class _Schedule(threading.local):
     next_hand_over: float = 0.0
+    called_off: threading.Event | None = None
 
 
 _schedule = _Schedule()
@@ -37,5 +40,20 @@ def hand_over() -> float:
 
 
 def past(deadline: float) -> bool:
-    """Whether `deadline` (a `time.monotonic()` value) has passed, handing the GIL over as `hand_over` does."""
-    return hand_over() > deadline
+    """Whether `deadline` (a `time.monotonic()` value) has passed, handing the GIL over as `hand_over` does.
+
+    Within `called_off_by(event)`, it has also passed once `event` is set.
+    """
+    called_off = _schedule.called_off
+    return hand_over() > deadline or (called_off is not None and called_off.is_set())
+
+
+@contextmanager
+def called_off_by(event: threading.Event) -> Generator[None]:
+    """Within it, `past()` in this thread is true once `event` is set: a worker whose caller has gone stops."""
+    previous = _schedule.called_off
+    _schedule.called_off = event
+    try:
+        yield
+    finally:
+        _schedule.called_off = previous

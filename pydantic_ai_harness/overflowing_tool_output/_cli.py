@@ -27,15 +27,9 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from .. import __version__
-from ._query import (
-    Matcher,
-    PatternError,
-    grep_lines as scan_lines,
-    open_payload,
-    read_byte_window,
-    read_lines,
-    read_lines_at,
-)
+from ._grep import grep_lines as scan_lines
+from ._matcher import Matcher, PatternError
+from ._query import open_payload, read_byte_window, read_lines, read_lines_at
 from ._spec import SpecError, parse_duration
 from .stores import HandleNotFoundError, LocalFileStore, StoredPayload, StoreRootError
 from .stores._paths import is_short_handle, names_for_handle

@@ -1,22 +1,38 @@
-"""Which handle a model meant: the handles a conversation was shown, and the near misses that name one of them.
+"""Which handle a model meant, and the payload it opens: handle resolution for the query tools.
 
-Pure logic over the message history (never a store listing, so it stays cheap with a million payloads stored):
-the query tools use it to resolve a mangled handle and to list the handles that exist when one is unknown.
+The handles a conversation was shown and the near misses that name one of them are pure logic over the message
+history (never a store listing, so it stays cheap with a million payloads stored); the store is asked only whether
+one handle exists. An unknown handle gets the list of the handles that exist, a failing store guidance text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeGuard
 
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
+from ._answers import show, storage_error
 from ._events import CONTENT_PREFIX, VALUE_PREFIX
-from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key
+from ._query import Payload, open_payload
+from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key, is_short_handle
+from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
 
-__all__ = ('LISTED_HANDLES', 'KnownHandle', 'known_handles', 'near_misses', 'unknown_handle_answer')
+__all__ = (
+    'LISTED_HANDLES',
+    'KnownHandle',
+    'clean_handle',
+    'conversation_handles',
+    'known_handles',
+    'near_misses',
+    'open_handle',
+    'resolved_answer',
+    'unknown_handle_answer',
+)
 
 LISTED_HANDLES = 10
 """Most handles an unknown-handle answer lists."""
@@ -52,17 +68,19 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
         if not isinstance(message, ModelRequest):
             continue
         for part in reversed(message.parts):
-            raw: object = part.metadata if isinstance(part, ToolReturnPart) else None
-            if not isinstance(raw, Mapping):
+            if not isinstance(part, ToolReturnPart) or not _is_metadata(part.metadata):
                 continue
-            metadata = cast('Mapping[str, Any]', raw)
             for prefix in (CONTENT_PREFIX, VALUE_PREFIX):
-                handle, key = metadata.get(f'{prefix}_handle'), metadata.get(f'{prefix}_key')
+                handle, key = part.metadata.get(f'{prefix}_handle'), part.metadata.get(f'{prefix}_key')
                 if isinstance(handle, str) and handle and handle not in seen:
                     seen.add(handle)
-                    tool_name = cast(ToolReturnPart, part).tool_name
-                    found.append(KnownHandle(handle, tool_name, key if isinstance(key, str) else None))
+                    found.append(KnownHandle(handle, part.tool_name, key if isinstance(key, str) else None))
     return found
+
+
+def _is_metadata(value: object) -> TypeGuard[Mapping[str, object]]:
+    """Whether a part's metadata is a mapping (the capability's own is a `dict` keyed by strings)."""
+    return isinstance(value, Mapping)
 
 
 def _normal(text: str) -> str:
@@ -125,3 +143,98 @@ def unknown_handle_answer(shown: str, known: Sequence[KnownHandle], *, ambiguous
     lines += [f'{item.handle}  ({item.tool_name})' for item in listed]
     lines.append('Pass one of these handles exactly. A result cleaned up since needs its tool called again.')
     return '\n'.join(lines)
+
+
+def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle]:
+    """The handles the run's messages carry; none where the context holds no messages (a Temporal activity's)."""
+    try:
+        messages = ctx.messages
+    except UserError:
+        return []
+    return known_handles(messages)
+
+
+def clean_handle(handle: str) -> str:
+    """`handle` without the quotes or backticks models sometimes wrap it in."""
+    # Models sometimes wrap a handle in quotes or backticks; no valid handle starts or ends with them.
+    return handle.strip().strip('`\'"').strip()
+
+
+def _unknown_handle(handle: str) -> str:
+    return unknown_handle_answer(show(handle), [])
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """Which handle a tool call reads: `handle` (with a `note` when it was a near miss), or `answer` instead."""
+
+    handle: str = ''
+    note: str = ''
+    answer: str = ''
+
+
+async def _exists(store: OverflowStore, handle: str) -> bool:
+    """Whether `store` holds `handle`; a storage error counts as yes (the read that follows reports it)."""
+    try:
+        if isinstance(store, RangeReadableStore):
+            await store.size(handle)
+        else:
+            await store.read(handle)
+    except (HandleNotFoundError, KeyError, FileNotFoundError):
+        return False
+    except Exception:  # noqa: BLE001 - reported by the read itself
+        return True
+    return True
+
+
+async def _resolve(store: OverflowStore, raw_handle: str, known: list[KnownHandle]) -> _Resolution:
+    """The handle the model meant, from the handles its conversation was shown (never a listing of the store).
+
+    A handle the conversation was shown is read as it is. Else the store is asked; when it has nothing, an
+    unambiguous near miss (wrapping, letter case, a dropped or added prefix, the full form of a short handle or
+    the other way round) is read with a one-line note, and anything else gets the list of the handles that exist.
+    """
+    handle = clean_handle(raw_handle)
+    if any(item.handle == raw_handle for item in known):
+        return _Resolution(raw_handle)  # the common case: no store call before the read itself
+    by_key = [item for item in known if item.key is not None and handle == item.key]
+    if len(by_key) > 1:  # one key, several payloads (a reused tool call id): only the short handles tell them apart
+        return _Resolution(answer=unknown_handle_answer(show(handle), by_key, ambiguous=True))
+    if by_key:
+        return _Resolution(by_key[0].handle, _resolved_note(raw_handle, by_key[0].handle))
+    if handle and await _exists(store, handle):
+        return _Resolution(handle, _resolved_note(raw_handle, handle) if handle != raw_handle else '')
+    if handle and is_short_handle(handle.lower()) and await _exists(store, handle.lower()):
+        return _Resolution(handle.lower(), _resolved_note(raw_handle, handle.lower()))
+    matches = near_misses(raw_handle, known)
+    if len(matches) == 1:
+        return _Resolution(matches[0].handle, _resolved_note(raw_handle, matches[0].handle))
+    shown = show(handle or raw_handle)
+    return _Resolution(answer=unknown_handle_answer(shown, matches or known, ambiguous=len(matches) > 1))
+
+
+def _resolved_note(given: str, meant: str) -> str:
+    return f'(Read {show(given)} as the handle {meant!r}.)\n'
+
+
+async def resolved_answer(
+    store: OverflowStore, raw_handle: str, known: list[KnownHandle], answer: Callable[[str], Awaitable[str]]
+) -> str:
+    """`answer` for the handle the model meant (with a note when it was a near miss), or the unknown-handle answer."""
+    resolution = await _resolve(store, raw_handle, known)
+    if resolution.answer:
+        return resolution.answer
+    return resolution.note + await answer(resolution.handle)
+
+
+async def open_handle(store: OverflowStore, raw_handle: str) -> Payload | str:
+    """The payload stored under `raw_handle`, or the answer to give instead (unknown handle, failing store)."""
+    handle = clean_handle(raw_handle)
+    if not handle:
+        return _unknown_handle(raw_handle)
+    try:
+        return await open_payload(store, handle)
+    except (HandleNotFoundError, KeyError, FileNotFoundError):
+        return _unknown_handle(handle)
+    except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+        return storage_error(handle, exc)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 import tracemalloc
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -504,3 +506,55 @@ async def test_a_path_query_cancelled_midway_finishes_its_reads(tmp_path: Path) 
         await read(handle=handle, path="$.data[?@.status=='stuck'].id")
     assert scope.cancel_called
     assert store.cancelled_reads == 0
+
+
+def _query_workers() -> int:
+    """How many threads are running a path query now."""
+
+    def running(frame: FrameType | None) -> bool:
+        while frame is not None:
+            if frame.f_code is query_json.__code__:
+                return True
+            frame = frame.f_back
+        return False
+
+    return sum(running(frame) for frame in sys._current_frames().values())
+
+
+async def test_a_cancelled_path_query_stops_its_work(tmp_path: Path) -> None:
+    """A run cancelled while its path query works: the query's worker stops within a step, so the cancelled run
+    and no worker thread is left running (it ran on to the end of the query before, up to its 30 s budget)."""
+    import anyio
+
+    issued = anyio.Event()
+    answers: list[str] = []
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('list_orders', {})])
+        answers.append(_last_text(messages))
+        handle = re.search(r"handle '([^']+)'", answers[0])
+        if len(answers) == 1 and handle is not None:
+            issued.set()
+            # A slow query: every node of a 5 MB document filtered, several seconds of work.
+            query = {'handle': handle[1], 'path': "$..[?@.status=='stuck']"}
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', query)])
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='list_orders')(lambda: orders(40_000))
+    async with anyio.create_task_group() as group:
+        group.start_soon(agent.run, 'Which orders are stuck?')
+        with anyio.fail_after(60):
+            await issued.wait()
+        with anyio.fail_after(10):
+            while not _query_workers():
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.3)  # the query is under way
+        group.cancel_scope.cancel()
+    # The run returns at once either way; the query's worker thread, left behind, is what must stop too.
+    with anyio.move_on_after(3.0):
+        while _query_workers():
+            await anyio.sleep(0.01)
+    assert _query_workers() == 0
+    assert len(answers) == 1  # the query never answered: it was cancelled midway

@@ -11,11 +11,9 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from pydantic_ai_harness.overflowing_tool_output._grep import grep_bytes, grep_lines
+from pydantic_ai_harness.overflowing_tool_output._matcher import Matcher, PatternError
 from pydantic_ai_harness.overflowing_tool_output._query import (
-    Matcher,
-    PatternError,
-    grep_bytes,
-    grep_lines,
     hex_dump,
     line_of_offset,
     line_start,

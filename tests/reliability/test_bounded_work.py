@@ -384,20 +384,20 @@ def test_backward_scans_find_exactly_the_last_matches(
     """The backward scan (every block size, literal and regex) returns the same hits as a forward keep-last scan."""
     import anyio
 
-    from pydantic_ai_harness.overflowing_tool_output import _query
+    from pydantic_ai_harness.overflowing_tool_output import _grep, _matcher, _query
 
-    monkeypatch.setattr(_query, 'BACKWARD_BLOCK', block)
+    monkeypatch.setattr(_grep, 'BACKWARD_BLOCK', block)
     data = '\n'.join(lines).encode()
 
     async def both() -> None:
         payload = await _query.open_payload(_WholeReadStore(data), 'r')
         end_line = max(payload.index.line_count - end_back, 0)
         for is_regex in (False, True):
-            matcher = _query.Matcher.compile(re.escape(needle) if is_regex else needle, is_regex=is_regex)
-            forward = await _query.grep_lines(
+            matcher = _matcher.Matcher.compile(re.escape(needle) if is_regex else needle, is_regex=is_regex)
+            forward = await _grep.grep_lines(
                 payload, matcher, end_line=end_line, max_hits=room, keep_last=True, deadline=math.inf
             )
-            backward = await _query.grep_lines_backward(
+            backward = await _grep.grep_lines_backward(
                 payload, matcher, end_line=end_line, max_hits=room, deadline=math.inf
             )
             assert [(h.line, h.line_start, h.match_start) for h in backward.hits] == [
