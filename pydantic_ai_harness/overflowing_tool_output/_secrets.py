@@ -247,9 +247,11 @@ class Redactor:
         if self._joined is None or not text:
             return text, {}
         data = text.encode('utf-8', 'surrogatepass')
+        if b'\\' not in data and self._joined.search(data) is None:
+            return text, {}  # the common case: one linear scan, nothing allocated
         masked, counts = self.mask_bytes(data)
         if not counts:
-            return text, {}  # the common case: one linear scan, nothing allocated
+            return text, {}
         return masked.decode('utf-8', 'surrogatepass'), counts
 
     def mask_bytes(self, data: bytes) -> tuple[bytes, dict[str, int]]:
