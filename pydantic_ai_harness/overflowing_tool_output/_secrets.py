@@ -172,10 +172,13 @@ def _to_re2(pattern: str, flags: int) -> str | None:
     return pattern if _compiles(pattern) else None
 
 
-def _options(*, never_capture: bool = False) -> Any:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
+def _re2() -> Any:
+    """The RE2 binding (`google-re2`, which ships no type stubs)."""
+    return import_module('re2')
 
-    options: Any = re2.Options()
+
+def _options(*, never_capture: bool = False) -> Any:
+    options: Any = _re2().Options()
     options.log_errors = False
     options.never_capture = never_capture
     options.max_mem = 64 << 20  # room for the joined rules' DFA, so a scan stays on the fast path
@@ -183,19 +186,15 @@ def _options(*, never_capture: bool = False) -> Any:
 
 
 def _compiles(pattern: str) -> bool:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
-
     try:
-        re2.compile(pattern.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
+        _re2().compile(pattern.encode(), _options())
     except Exception:  # noqa: BLE001 - re2.error and anything odd the binding raises
         return False
     return True
 
 
 def _groups(pattern: str) -> int:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
-
-    compiled: Any = re2.compile(pattern.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
+    compiled: Any = _re2().compile(pattern.encode(), _options())
     return int(compiled.groups)
 
 
@@ -213,27 +212,24 @@ class Redactor:
     """Finds and masks secrets with a set of rules; built once, used for every return."""
 
     def __init__(self, rules: Sequence[SecretRule]) -> None:
-        import re2  # pyright: ignore[reportMissingTypeStubs]
-
+        re2 = _re2()
         self.rules = tuple(rules)
         # A rule whose secret is its whole match needs no capture: RE2 then finds the span with its DFA alone.
         self._compiled: list[Any] = [
-            re2.compile(rule.pattern.encode(), _options(never_capture=not rule.group))  # pyright: ignore[reportUnknownMemberType]
-            for rule in self.rules
+            re2.compile(rule.pattern.encode(), _options(never_capture=not rule.group)) for rule in self.rules
         ]
         # Non-capturing alternatives: the joined pattern only says whether any rule matches anywhere.
         parts = [b'(?:' + rule.pattern.encode() + b')' for rule in self.rules]
-        self._placeholder: Any = re2.compile(_PLACEHOLDER.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
-        self._joined: Any = (
-            re2.compile(b'|'.join(parts), _options(never_capture=True)) if parts else None  # pyright: ignore[reportUnknownMemberType]
-        )
+        self._placeholder: Any = re2.compile(_PLACEHOLDER.encode(), _options())
+        self._joined: Any = re2.compile(b'|'.join(parts), _options(never_capture=True)) if parts else None
 
     @classmethod
     def from_setting(cls, setting: SecretRedaction) -> Redactor:
         """Build from the user's setting; `ValueError` naming a pattern that RE2 cannot compile."""
         rules = list(default_rules(setting.preset))
-        for kind, pattern in setting.patterns.items():
-            if not isinstance(kind, str) or not kind or not isinstance(pattern, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        given: list[tuple[object, object]] = list(setting.patterns.items())  # what was passed, checked here
+        for kind, pattern in given:
+            if not isinstance(kind, str) or not kind or not isinstance(pattern, str):
                 raise ValueError('redact_secrets.patterns must map a non-empty kind name to an RE2 pattern string')
             if any(char in kind for char in '[]\n'):
                 raise ValueError(f'redact_secrets.patterns: the kind {kind!r} may not contain brackets or newlines')
