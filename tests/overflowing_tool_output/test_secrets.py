@@ -243,6 +243,19 @@ def test_a_secret_split_across_parts_is_masked_where_it_starts(redactor: Redacto
     assert none == {} and all(a is b for a, b in zip(same, clean, strict=True))
 
 
+def test_masked_parts_read_as_the_masked_whole_wherever_the_text_is_cut(redactor: Redactor) -> None:
+    text = f'héllo ✓ token {GITHUB} then\n{KEY_BLOCK[:300]}'
+    whole, counts = redactor.mask(text)
+    assert counts == {'GitHub Token': 1, 'Private Key': 1}
+    for first in range(0, len(text), 7):
+        for second in range(first, len(text), 53):
+            parts = [text[:first], text[first:second], text[second:]]
+            masked, found = redactor.mask_parts(parts)
+            assert ''.join(masked) == whole, (first, second)
+            assert found == counts
+            assert len(masked) == 3
+
+
 def test_bytes_are_masked_as_utf8(redactor: Redactor) -> None:
     data = f'HOME=/root\nGITHUB_TOKEN={GITHUB}\n'.encode()
     assert redactor.mask_bytes(data) == (
