@@ -127,6 +127,24 @@ def test_unions_and_root_filters_match_the_reference(query: str, batch_bytes: in
     assert [json.loads(match.value) for match in result.matches] == expected.values()
 
 
+WIDE = {'target': 3, 'keys': {f'k{i}': {'v': i % 7, 'w': [i, 'x' * (i % 50)]} for i in range(12_000)}}
+"""An object of 12,000 members (about 600 KB stored): loaded in 128 KB pieces, merged back by key."""
+
+
+@pytest.mark.parametrize(
+    'query', ['$.keys[?@.v == $.target].w[0]', "$.keys['k5','k11999','k5'].v", '$.keys[?@.w[0] > 11990]']
+)
+@pytest.mark.parametrize('batch_bytes', [4096, 1 << 20])
+def test_a_wide_object_loaded_in_pieces_matches_the_reference(query: str, batch_bytes: int) -> None:
+    text = _stored(WIDE)
+    assert len(text) > 4 * 128 * 1024
+    result = _query(text, query, max_matches=5000, batch_bytes=batch_bytes)
+    expected = REFERENCE.compile(query).find(WIDE)
+    assert result.complete
+    assert [match.path for match in result.matches] == expected.paths()
+    assert [json.loads(match.value) for match in result.matches] == expected.values()
+
+
 def test_too_many_different_scans_in_one_bracket_are_refused(texts: dict[str, bytes]) -> None:
     query = '$[' + ','.join(f'?@.id=={i}' for i in range(5)) + ']'
     with pytest.raises(JsonQueryError, match='at most 4 are allowed on a large container'):
