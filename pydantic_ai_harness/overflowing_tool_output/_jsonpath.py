@@ -10,73 +10,48 @@ normalized path and the line of the stored text it is on. (Texts indented with `
 versions stored them, are navigated the same way.)
 
 Bounds: the query's length and its number of descendant (`..`) segments, the bytes loaded at once, a time
-budget checked between batches and between matches, and the number of matches kept. Regexes in `match()`
-and `search()` run on RE2 (linear time), not on a backtracking engine. Pure logic over a `read(start, end)`
-callable; what the model reads is written in `_json_query_tool.py`.
+budget checked between batches and between matches, and the number of matches kept. A bracket's selectors over a
+big container share one pass over its children (two when a negative index or a slice needs their count), and a
+child or a wildcard a union names again is evaluated once and its finds replayed, so a union does not multiply
+the work; a bracket with more than `MAX_SCANS` different wildcards and filters is refused. A filter that refers
+to the root loads the document a batch at a time, so no `json.loads` call holds the GIL (and the event loop) for
+more than one batch. Pure logic over a `read(start, end)` callable; the query's parsing is `_jsonpath_query`'s,
+what the model reads is written in `_json_query_tool.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from iregexp_check import check as is_iregexp
-from jsonpath_rfc9535 import JSONPathEnvironment, JSONPathError, JSONPathQuery
-from jsonpath_rfc9535.function_extensions import ExpressionType, FilterFunction
-from jsonpath_rfc9535.lex import tokenize
-from jsonpath_rfc9535.segments import JSONPathChildSegment, JSONPathRecursiveDescentSegment, JSONPathSegment
-from jsonpath_rfc9535.selectors import (
-    FilterSelector,
-    IndexSelector,
-    JSONPathSelector,
-    NameSelector,
-    SliceSelector,
-)
+from jsonpath_rfc9535 import JSONPathError
+from jsonpath_rfc9535.segments import JSONPathRecursiveDescentSegment, JSONPathSegment
+from jsonpath_rfc9535.selectors import FilterSelector, IndexSelector, JSONPathSelector, NameSelector, SliceSelector
 from jsonpath_rfc9535.serialize import canonical_string
-from jsonpath_rfc9535.tokens import TokenType
 
-from .._gil import past
+from .._gil import hand_over, past
+from ._jsonpath_load import SCAN_BLOCK, BlockCache, release
+from ._jsonpath_query import (
+    WILDCARD,
+    JsonQueryError,
+    JsonQueryLimits,
+    NotQueryableError,
+    Picks,
+    child_segment,
+    compile_query,
+    segments_query,
+)
 
 __all__ = ('JsonMatch', 'JsonQueryError', 'JsonQueryLimits', 'JsonQueryResult', 'NotQueryableError', 'query_json')
 
 Location = tuple[str | int, ...]
 Reader = Callable[[int, int], bytes]
-
-
-class JsonQueryError(ValueError):
-    """A query that cannot run: invalid, or refused by a bound. The message says why, for the model."""
-
-
-class NotQueryableError(JsonQueryError):
-    """The payload cannot be queried by path (it is not JSON, or too large to load for this query)."""
-
-
-@dataclass(frozen=True)
-class JsonQueryLimits:
-    """Bounds on one JSONPath query."""
-
-    max_query_chars: int = 500
-    """Longest accepted query."""
-
-    max_descendant_segments: int = 2
-    """Most `..` segments (filters included): each multiplies the work by the document's depth."""
-
-    batch_bytes: int = 1 << 20
-    """Values up to this size are loaded whole; the children of larger containers a batch of this size at a time."""
-
-    max_load_bytes: int = 16 << 20
-    """The largest single value a filter may need to load; a larger one is refused."""
-
-    max_value_chars: int = 300
-    """Each match's value is shown as compact JSON cut to this many characters."""
-
-    time_budget: float = 30.0
-    """Seconds the query may run before it stops and reports how far it got (100 MB takes about 12 s on 2 cores)."""
 
 
 @dataclass(frozen=True)
@@ -110,102 +85,6 @@ class JsonQueryResult:
     """When not complete: the line the query had reached."""
 
 
-# --- the JSONPath environment: RE2 for match() and search() -------------------------------------
-
-
-def _iregexp_to_re2(pattern: str) -> str:
-    # I-Regexp's `.` matches any character but a line break; RE2's matches any but `\n`.
-    out: list[str] = []
-    escaped = in_class = False
-    for char in pattern:
-        if escaped:
-            out.append(char)
-            escaped = False
-        elif char == '\\':
-            out.append(char)
-            escaped = True
-        elif char == '[':
-            in_class = True
-            out.append(char)
-        elif char == ']':
-            in_class = False
-            out.append(char)
-        elif char == '.' and not in_class:
-            out.append('[^\\n\\r]')
-        else:
-            out.append(char)
-    return ''.join(out)
-
-
-@lru_cache(maxsize=64)
-def _compiled(pattern: str, whole: bool) -> Any:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
-
-    options: Any = re2.Options()
-    options.log_errors = False
-    body = _iregexp_to_re2(pattern)
-    try:
-        return re2.compile(f'^(?:{body})$' if whole else body, options)  # pyright: ignore[reportUnknownMemberType]
-    except Exception:  # noqa: BLE001 - re2.error and anything odd the binding raises: the function is False
-        return None
-
-
-class _Re2Function(FilterFunction):
-    def __init__(self, *, whole: bool) -> None:
-        self.whole = whole
-
-    @property
-    def arg_types(self) -> list[ExpressionType]:
-        return [ExpressionType.VALUE, ExpressionType.VALUE]
-
-    @property
-    def return_type(self) -> ExpressionType:
-        return ExpressionType.LOGICAL
-
-    def __call__(self, string: object, pattern: object) -> bool:
-        if not isinstance(string, str) or not isinstance(pattern, str) or not is_iregexp(pattern):
-            return False
-        compiled = _compiled(pattern, self.whole)
-        return compiled is not None and compiled.search(string) is not None
-
-
-class _Environment(JSONPathEnvironment):
-    max_recursion_depth = 200
-
-    def setup_function_extensions(self) -> None:
-        super().setup_function_extensions()
-        # The standard ones use a backtracking engine, where a crafted pattern takes exponential time.
-        self.function_extensions['match'] = _Re2Function(whole=True)
-        self.function_extensions['search'] = _Re2Function(whole=False)
-
-
-_ENV = _Environment()
-
-
-def compile_query(query: str, limits: JsonQueryLimits) -> tuple[JSONPathQuery, bool]:
-    """Parse and check `query`; returns it and whether a filter refers to the root (`$`)."""
-    if not isinstance(query, str) or not query.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise JsonQueryError("path must be a JSONPath query starting with '$', e.g. $.items[0]")
-    query = query.strip()
-    if len(query) > limits.max_query_chars:
-        raise JsonQueryError(f'path is {len(query)} characters long; the limit is {limits.max_query_chars}.')
-    try:
-        tokens = tokenize(query)
-        compiled = _ENV.compile(query)
-    except JSONPathError as exc:
-        raise JsonQueryError(f'path {query[:120]!r} is not valid JSONPath (RFC 9535): {exc}') from None
-    except RecursionError:
-        raise JsonQueryError('path is nested too deeply.') from None
-    descendants = sum(1 for token in tokens if token.type_ == TokenType.DOUBLE_DOT)
-    if descendants > limits.max_descendant_segments:
-        raise JsonQueryError(
-            f"path has {descendants} '..' segments; at most {limits.max_descendant_segments} are allowed, since each "
-            'one multiplies the work by the depth of the document. Name the levels instead.'
-        )
-    roots = sum(1 for token in tokens if token.type_ == TokenType.ROOT)
-    return compiled, roots > 1
-
-
 # --- the indented layout ---------------------------------------------------------------------------
 
 
@@ -227,7 +106,8 @@ class _Node:
         return self.end - self.start
 
 
-_SCAN_BLOCK = 1 << 20
+_PARSE_BYTES = 1 << 17
+"""The most text one `json.loads` call parses when a container is loaded: 128 KB parse in 2-10 ms."""
 
 _PACKED_STARTS = frozenset(bytes([char]) for char in b'-0123456789tfn')
 """How a line of numbers, booleans and nulls starts: such a line may hold several array elements."""
@@ -260,6 +140,19 @@ class _Sink:
         if self.total % 1024 == 0 and time.monotonic() > self.deadline:
             raise _Stop
 
+    def recording(self) -> _Sink:
+        """An empty sink with the same bounds, to record what one evaluation finds and `replay` it."""
+        return _Sink(self.limit, self.max_value_chars, self.deadline, reached_line=self.reached_line)
+
+    def replay(self, recorded: _Sink) -> None:
+        """Add what `recorded` found, as if it had been found here again."""
+        self.total += recorded.total
+        self.reached_line = max(self.reached_line, recorded.reached_line)
+        room = self.limit - len(self.matches)
+        if room > 0:
+            self.matches.extend(recorded.matches[:room])
+        self.tick(self.reached_line)
+
 
 @dataclass(frozen=True)
 class _Big:
@@ -277,39 +170,9 @@ def _compact(value: Any, limit: int) -> str:
     return f'{text[:limit]}... ({len(text) - limit} more characters)'
 
 
-class _BlockCache:
-    """Serves small reads from the last two aligned blocks read, so scanning and loading read each byte about once."""
-
-    def __init__(self, read: Reader, size: int) -> None:
-        self._read = read
-        self._size = size
-        self._blocks: dict[int, bytes] = {}
-
-    def _block(self, number: int) -> bytes:
-        block = self._blocks.get(number)
-        if block is None:
-            block = self._read(number * _SCAN_BLOCK, min(self._size, (number + 1) * _SCAN_BLOCK))
-            if len(self._blocks) >= 2:
-                self._blocks.pop(max(self._blocks, key=lambda known: abs(known - number)))
-            self._blocks[number] = block
-        return block
-
-    def __call__(self, start: int, end: int) -> bytes:
-        start, end = max(0, start), min(self._size, end)
-        if end <= start:
-            return b''
-        first, last = start // _SCAN_BLOCK, (end - 1) // _SCAN_BLOCK
-        base = first * _SCAN_BLOCK
-        if first == last:
-            return self._block(first)[start - base : end - base]
-        if last == first + 1:
-            return self._block(first)[start - base :] + self._block(last)[: end - base - _SCAN_BLOCK]
-        return self._read(start, end)
-
-
 class _Document:
     def __init__(self, read: Reader, size: int, width: int, limits: JsonQueryLimits, sink: _Sink) -> None:
-        self.read = _BlockCache(read, size)
+        self.read = BlockCache(read, size)
         self.size = size
         self.width = width
         self.limits = limits
@@ -318,12 +181,79 @@ class _Document:
     # Layout ----------------------------------------------------------------------------------------
 
     def load(self, node: _Node) -> Any:
+        """The value of `node`; a spread-out container is parsed `_PARSE_BYTES` at a time (see `_parse_members`)."""
         if node.size > self.limits.max_load_bytes:
             raise JsonQueryError(
                 f'the value at {_path(node.location)} is {node.size} bytes, more than the {self.limits.max_load_bytes} '
                 'a query may load at once; select its parts by name or index instead of filtering it whole.'
             )
+        if node.size > _PARSE_BYTES and self.spread(node):
+            is_object = self.read(node.start, node.start + 1) == b'{'
+            return self._parse_members(node, is_object, node.start + 1, node.end - 1)
         return _parse(self.read(node.start, node.end))
+
+    def _parse_batch(self, batch: list[_Node]) -> Any:
+        """Consecutive members of one container, parsed as one container of the same kind.
+
+        They are one slice of the text (what separates them is a comma and whitespace), so their members keep
+        their keys, or their order.
+        """
+        self.sink.tick(batch[-1].line)
+        is_object = batch[0].text_start != batch[0].start
+        first = batch[0]
+        parent = _Node(first.text_start, batch[-1].end, first.line, first.depth - 1, first.location[:-1], 0)
+        return self._parse_members(parent, is_object, first.text_start, batch[-1].end)
+
+    def _parse_members(self, parent: _Node, is_object: bool, start: int, end: int) -> dict[str, Any] | list[Any]:
+        """The members of `parent` in the text `[start, end)`, parsed about `_PARSE_BYTES` at a time.
+
+        `json.loads` holds the GIL, and so the event loop, for its whole length: the text is cut where a member
+        starts (a comma, a newline and the members' indent) into pieces that each parse in a few milliseconds, a
+        member larger than that is loaded the same way on its own, and the GIL is handed over between pieces.
+        """
+        indent = self.width * (parent.depth + 1)
+        marker = re.compile(b',\n' + b' ' * indent + b'(?=[^ \\]}])')
+        whole: dict[str, Any] | list[Any] = {} if is_object else []
+        position = start
+        while position < end:
+            cut = (
+                self._member_cut(marker, position + _PARSE_BYTES, end, indent) if end - position > _PARSE_BYTES else end
+            )
+            if cut - position > 2 * _PARSE_BYTES:
+                cut = self._member_cut(marker, position, end, indent)  # a big member ahead: one member at a time
+                if cut - position > _PARSE_BYTES:
+                    head = self.read(position, position + indent + 2)
+                    member_start = position + len(head) - len(head.lstrip())
+                    tail = self.read(cut - indent - 2, cut)
+                    member_end = cut - (len(tail) - len(tail.rstrip()))
+                    member = self._child(parent, is_object, 0, member_start, member_end, parent.line)
+                    value = self.load(member)
+                    if isinstance(whole, dict):
+                        whole[str(member.location[-1])] = value
+                    else:
+                        whole.append(value)
+                    position = cut + 1
+                    continue
+            piece = self.read(position, cut)
+            part = _parse(b'{' + piece + b'}' if is_object else b'[' + piece + b']')
+            if isinstance(whole, dict):
+                whole.update(part)
+            else:
+                whole.extend(part)
+            position = cut + 1  # past the comma
+            hand_over()
+        return whole
+
+    def _member_cut(self, marker: re.Pattern[bytes], start: int, end: int, indent: int) -> int:
+        """Where the first member separator at or after `start` is (its comma), or `end`."""
+        position = start
+        while position < end:
+            window_end = min(end, position + SCAN_BLOCK)
+            found = marker.search(self.read(position, min(end + 1, window_end + indent + 2)))
+            if found is not None and position + found.start() < end:
+                return position + found.start()
+            position = window_end
+        return end
 
     def spread(self, node: _Node) -> bool:
         """Whether a node is a container spread over lines (else it is on one line, or a scalar)."""
@@ -350,7 +280,7 @@ class _Document:
         line = node.line
         previous: tuple[int, int] | None = None  # (start of the child's text, its line)
         while position < closing_newline:
-            block_end = min(closing_newline, position + _SCAN_BLOCK)
+            block_end = min(closing_newline, position + SCAN_BLOCK)
             # Read a little past the block so a marker across its edge is seen; only starts inside it count.
             block = self.read(position, min(node.end, block_end + indent + 1))
             counted_to = 0
@@ -402,27 +332,55 @@ class _Document:
             start += len(head[:after].encode('utf-8', 'surrogatepass'))
         return _Node(start, end, line, parent.depth + 1, (*parent.location, key), text_start)
 
-    def child(self, node: _Node, key: str | int) -> _Node | None:
-        if isinstance(key, int):
+    def _children_at(self, node: _Node, keys: set[str | int]) -> dict[str | int, _Node]:
+        """The children of `node` under `keys` (indices in an array, names in an object), in one pass that stops
+        once all are found.
+        """
+        found: dict[str | int, _Node] = {}
+        if self.read(node.start, node.start + 1) == b'[':
+            last = max((key for key in keys if isinstance(key, int)), default=-1)
             for index, (start, end, line) in enumerate(self._spans(node)):
-                if index == key:
-                    return self._child(node, False, index, start, end, line)
-            return None
+                if index > last:
+                    break
+                if index in keys:
+                    found[index] = self._child(node, False, index, start, end, line)
+            return found
         for child in self.children(node):
-            if child.location[-1] == key:
-                return child
-        return None
+            key = child.location[-1]
+            if key in keys and key not in found:
+                found[key] = child
+                if len(found) == len(keys):
+                    break
+        return found
 
-    def locate(self, anchor: _Node, relative: Location) -> int:
-        node = anchor
-        for part in relative:
-            if not self.spread(node):
-                break  # a value on one line: its parts are on that line too
-            found = self.child(node, part)
-            if found is None:  # pragma: no cover - a match's location always exists
-                break
-            node = found
-        return node.line
+    def locate_all(self, wanted: Sequence[tuple[_Node, Location]]) -> list[int | None]:
+        """The line of each `(anchor, relative)` match: matches under one container are found in one pass over it,
+        however many there are.
+        """
+        lines: list[int | None] = [None] * len(wanted)
+        pending: list[tuple[int, _Node, Location]] = [
+            (number, anchor, relative) for number, (anchor, relative) in enumerate(wanted)
+        ]
+        while pending:
+            groups: dict[int, tuple[_Node, list[tuple[int, Location]]]] = {}
+            for number, node, relative in pending:
+                if not relative or not self.spread(node):
+                    lines[number] = node.line  # a value on one line: its parts are on that line too
+                else:
+                    groups.setdefault(node.start, (node, []))[1].append((number, relative))
+            pending = []
+            for node, members in groups.values():
+                try:
+                    found = self._children_at(node, {relative[0] for _, relative in members})
+                except _Layout:
+                    continue
+                for number, relative in members:
+                    child = found.get(relative[0])
+                    if child is None:  # pragma: no cover - a match's location always exists
+                        lines[number] = node.line
+                    else:
+                        pending.append((number, child, relative[1:]))
+        return lines
 
     # Evaluation ------------------------------------------------------------------------------------
 
@@ -442,37 +400,95 @@ class _Document:
             return
         segment, rest = segments[0], tuple(segments[1:])
         if isinstance(segment, JSONPathRecursiveDescentSegment):
-            self.evaluate(node, (_child_segment(segment.selectors), *rest))
-            self._each_child(node, _child_segment((_WILDCARD,)), (segment, *rest))
+            self.evaluate(node, (child_segment(segment.selectors), *rest))
+            self._each_child(node, child_segment((WILDCARD,)), (segment, *rest))
             return
-        for selector in segment.selectors:
-            self._select(node, selector, rest)
+        self._select(node, segment.selectors, rest)
 
-    def _select(self, node: _Node, selector: JSONPathSelector, rest: tuple[JSONPathSegment, ...]) -> None:
-        if isinstance(selector, NameSelector):
-            child = self.child(node, selector.name) if self.read(node.start, node.start + 1) == b'{' else None
-            if child is not None:
-                self.evaluate(child, rest)
-            return
-        if isinstance(selector, (IndexSelector, SliceSelector)):
-            if self.read(node.start, node.start + 1) != b'[':
-                return
-            count = sum(1 for _ in self.children(node))
-            if isinstance(selector, IndexSelector):
-                wanted = [selector.index + count if selector.index < 0 else selector.index]
-                wanted = [i for i in wanted if 0 <= i < count]
+    def _select(self, node: _Node, selectors: Sequence[JSONPathSelector], rest: tuple[JSONPathSegment, ...]) -> None:
+        """Run a bracket's selectors over a big container: its names and indices picked in one pass over the
+        children (two when a negative index or a slice needs their count), each child picked evaluated once, and
+        each wildcard or filter once however often the bracket repeats it; the results in the selectors' order.
+        """
+        kind = self.read(node.start, node.start + 1)
+        repeats = Counter(str(selector) for selector in selectors)
+        picks = Picks.of(list({str(selector): selector for selector in selectors}.values()), kind)
+        if picks.needs_count:
+            picks.count = sum(1 for _ in self._spans(node))
+        picked = self._pick(node, picks) if picks.wanted() else {}
+        shared: dict[str | int, _Sink] = {}
+        done: dict[str, _Sink] = {}
+        for selector in selectors:
+            text = str(selector)
+            recorded = done.get(text)
+            if recorded is not None:
+                self.sink.replay(recorded)
+            elif repeats[text] > 1:
+                with self._recording() as recorded:
+                    self._run_selector(node, selector, rest, picks, picked, shared)
+                done[text] = recorded
             else:
-                wanted = list(range(*selector.slice.indices(count)))
-            order = {index: rank for rank, index in enumerate(wanted)}
-            picked: dict[int, _Node] = {}
-            for child in self.children(node):
-                index = child.location[-1]
-                if isinstance(index, int) and index in order:
-                    picked[index] = child
-            for index in wanted:  # slices with a negative step select in reverse
-                self.evaluate(picked[index], rest)
+                self._run_selector(node, selector, rest, picks, picked, shared)
+
+    def _run_selector(
+        self,
+        node: _Node,
+        selector: JSONPathSelector,
+        rest: tuple[JSONPathSegment, ...],
+        picks: Picks,
+        picked: dict[str | int, _Node],
+        shared: dict[str | int, _Sink],
+    ) -> None:
+        if not isinstance(selector, (NameSelector, IndexSelector, SliceSelector)):
+            self._each_child(node, child_segment((selector,)), rest)
             return
-        self._each_child(node, _child_segment((selector,)), rest)
+        for key in picks.targets(selector):
+            child = picked.get(key)
+            if child is not None:
+                self._evaluate_once(child, rest, key, picks.multiplicity.get(key, 1) > 1, shared)
+
+    def _evaluate_once(
+        self,
+        child: _Node,
+        rest: tuple[JSONPathSegment, ...],
+        key: str | int,
+        again: bool,
+        shared: dict[str | int, _Sink],
+    ) -> None:
+        recorded = shared.get(key)
+        if recorded is not None:
+            self.sink.replay(recorded)
+        elif again:
+            with self._recording() as recorded:
+                self.evaluate(child, rest)
+            shared[key] = recorded
+        else:
+            self.evaluate(child, rest)
+
+    @contextlib.contextmanager
+    def _recording(self) -> Generator[_Sink]:
+        """Evaluate into a fresh sink, then replay it here (also when the time budget stops the evaluation)."""
+        outer = self.sink
+        recorded = self.sink = outer.recording()
+        try:
+            yield recorded
+        finally:
+            self.sink = outer
+            outer.replay(recorded)
+
+    def _pick(self, node: _Node, picks: Picks) -> dict[str | int, _Node]:
+        """The children a bracket's names and indices select, in one pass."""
+        picked: dict[str | int, _Node] = {}
+        if picks.is_object:
+            for child in self.children(node):
+                key = child.location[-1]
+                if key in picks.names and key not in picked:
+                    picked[key] = child
+            return picked
+        for index, (start, end, line) in enumerate(self._spans(node)):
+            if picks.selects(index):
+                picked[index] = self._child(node, False, index, start, end, line)
+        return picked
 
     def _each_child(self, node: _Node, first: JSONPathSegment, rest: tuple[JSONPathSegment, ...]) -> None:
         """Run `first` (a wildcard or a filter over `node`'s children) and `rest`, a batch of children at a time."""
@@ -495,7 +511,7 @@ class _Document:
         selector = first.selectors[0]
         if isinstance(selector, FilterSelector):
             # The filter needs the whole child; load it (bounded) only to test it.
-            kept = any(True for _ in _query((first,)).finditer([self.load(child)]))
+            kept = any(True for _ in segments_query((first,)).finditer([self.load(child)]))
             if not kept:
                 return
         self.evaluate(child, rest)
@@ -503,16 +519,12 @@ class _Document:
     def _run_batch(self, batch: list[_Node], first: JSONPathSegment, rest: tuple[JSONPathSegment, ...]) -> None:
         if not batch:
             return
-        self.sink.tick(batch[-1].line)
-        # Consecutive members are one slice of the text (what separates them is a comma and whitespace), so the
-        # batch parses as one container of the same kind: its members keep their keys, or their order.
         is_object = batch[0].text_start != batch[0].start
-        body = self.read(batch[0].text_start, batch[-1].end)
-        values = _parse(b'{' + body + b'}' if is_object else b'[' + body + b']')
+        values = self._parse_batch(batch)
         by_step: dict[str | int, _Node] = (
             {child.location[-1]: child for child in batch} if is_object else dict(enumerate(batch))
         )
-        for found in _query((first, *rest)).finditer(values):
+        for found in segments_query((first, *rest)).finditer(values):
             child = by_step[found.location[0]]
             relative = found.location[1:]
             self.sink.add((*child.location, *relative), found.value, child, relative)
@@ -520,23 +532,12 @@ class _Document:
     def run_loaded(
         self, node: _Node, value: Any, segments: Sequence[JSONPathSegment], anchor: _Node, relative: Location
     ) -> None:
-        for found in _query(tuple(segments)).finditer(value):
+        for found in segments_query(tuple(segments)).finditer(value):
             self.sink.add((*node.location, *found.location), found.value, anchor, (*relative, *found.location))
 
 
 class _Layout(Exception):
     """The stored text is not in the indented layout this module navigates."""
-
-
-_WILDCARD: JSONPathSelector = _ENV.compile('$[*]').segments[0].selectors[0]
-
-
-def _child_segment(selectors: tuple[JSONPathSelector, ...]) -> JSONPathSegment:
-    return JSONPathChildSegment(env=_ENV, token=selectors[0].token, selectors=selectors)
-
-
-def _query(segments: tuple[JSONPathSegment, ...]) -> JSONPathQuery:
-    return JSONPathQuery(env=_ENV, segments=segments)
 
 
 def _parse(data: bytes) -> Any:
@@ -594,12 +595,15 @@ def query_json(
                     + ('Use @ (the current node) in filters.' if width is not None else 'Use grep_tool_result.')
                 )
             try:
-                value = _parse(read(0, end))
+                value = _parse(read(0, end)) if width is None else document.load(root)
             except _Layout:
                 raise NotQueryableError(
                     'It is not valid JSON, so it cannot be queried by path; use grep_tool_result.'
                 ) from None
-            document.run_loaded(root, value, compiled.segments, root, ())
+            try:
+                document.run_loaded(root, value, compiled.segments, root, ())
+            finally:
+                release(value)
         else:
             document.evaluate(root, compiled.segments)
     except _Stop:
@@ -613,13 +617,11 @@ def query_json(
     except JSONPathError as exc:
         raise JsonQueryError(f'the query failed: {exc}') from None
     sink.deadline = float('inf')  # locating the matches shown is part of the answer, not of the search
-    matches: list[JsonMatch] = []
-    for location, value, anchor, relative in sink.matches:
-        line: int | None = None
-        if width is not None:
-            try:
-                line = document.locate(anchor, relative)
-            except _Layout:
-                line = None
-        matches.append(JsonMatch(_path(location), value, line))
+    lines: list[int | None] = [None] * len(sink.matches)
+    if width is not None:
+        lines = document.locate_all([(anchor, relative) for _, _, anchor, relative in sink.matches])
+    matches = [
+        JsonMatch(_path(location), value, line)
+        for (location, value, _, _), line in zip(sink.matches, lines, strict=True)
+    ]
     return JsonQueryResult(matches, sink.total, complete, None if complete else sink.reached_line)

@@ -14,8 +14,8 @@ hash of it (a hash would let anyone test guesses). Pure logic; the capability de
 
 from __future__ import annotations
 
+import base64
 import inspect
-import math
 import pkgutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import import_module
 from typing import Any, Literal
+
+from ._secret_spans import CHECKED_HEAD, TokenRuns, entropy, merge_spans, unescaped_views
 
 __all__ = ('Redactor', 'SecretRedaction', 'SecretRule', 'default_rules', 'marker')
 
@@ -80,11 +82,22 @@ _SKIPPED_PLUGINS = frozenset({'Base64HighEntropyString', 'HexHighEntropyString',
 _GROUP_ONE_PLUGINS = frozenset({'AWSKeyDetector', 'BasicAuthDetector', 'CloudantDetector', 'SoftlayerDetector'})
 """Plugins whose first capture group is the secret itself (the rest of the match is its context)."""
 
+
+def _base64_key_heads() -> str:
+    """The base64 of a private key block's first line, as a Kubernetes secret's `tls.key` holds it."""
+    heads: list[str] = []
+    for label in ('', 'RSA ', 'EC ', 'DSA ', 'OPENSSH ', 'ENCRYPTED ', 'PGP '):
+        line = f'-----BEGIN {label}PRIVATE KEY-----'.encode()
+        heads.append(base64.b64encode(line[: len(line) // 3 * 3]).decode())
+    return '|'.join(heads)
+
+
 _OWN_RULES = (
     SecretRule(
         'Private Key',
         r'-----BEGIN[ A-Z0-9]{0,30}PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[ A-Z0-9]{0,30}PRIVATE KEY(?: BLOCK)?-----|\z)',
     ),
+    SecretRule('Private Key', rf'(?:{_base64_key_heads()})[A-Za-z0-9+/=]*'),
     SecretRule('OpenAI Token', r'\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}', min_entropy=3.5),
     SecretRule('Anthropic API Key', r'\bsk-ant-(?:api|admin|oat)\d\d-[A-Za-z0-9_-]{40,}', min_entropy=3.5),
     SecretRule('Google API Key', r'\bAIza[0-9A-Za-z_-]{35}\b'),
@@ -159,10 +172,13 @@ def _to_re2(pattern: str, flags: int) -> str | None:
     return pattern if _compiles(pattern) else None
 
 
-def _options(*, never_capture: bool = False) -> Any:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
+def _re2() -> Any:
+    """The RE2 binding (`google-re2`, which ships no type stubs)."""
+    return import_module('re2')
 
-    options: Any = re2.Options()
+
+def _options(*, never_capture: bool = False) -> Any:
+    options: Any = _re2().Options()
     options.log_errors = False
     options.never_capture = never_capture
     options.max_mem = 64 << 20  # room for the joined rules' DFA, so a scan stays on the fast path
@@ -170,19 +186,15 @@ def _options(*, never_capture: bool = False) -> Any:
 
 
 def _compiles(pattern: str) -> bool:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
-
     try:
-        re2.compile(pattern.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
+        _re2().compile(pattern.encode(), _options())
     except Exception:  # noqa: BLE001 - re2.error and anything odd the binding raises
         return False
     return True
 
 
 def _groups(pattern: str) -> int:
-    import re2  # pyright: ignore[reportMissingTypeStubs]
-
-    compiled: Any = re2.compile(pattern.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
+    compiled: Any = _re2().compile(pattern.encode(), _options())
     return int(compiled.groups)
 
 
@@ -193,41 +205,31 @@ def default_rules(preset: Preset = 'detect-secrets') -> tuple[SecretRule, ...]:
     return (*_OWN_RULES, *_detect_secrets_rules())
 
 
-def _entropy(text: bytes) -> float:
-    counts = Counter(text)
-    total = len(text)
-    return -sum(count / total * math.log2(count / total) for count in counts.values())
-
-
 _TOKEN_BYTES = frozenset(b'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=.~-')
-_TOKEN_START_BYTES = _TOKEN_BYTES - {ord('=')}
-"""Bytes a secret extends over: backwards not over `=`, which ends the key of `KEY=value`."""
 
 
 class Redactor:
     """Finds and masks secrets with a set of rules; built once, used for every return."""
 
     def __init__(self, rules: Sequence[SecretRule]) -> None:
-        import re2  # pyright: ignore[reportMissingTypeStubs]
-
+        re2 = _re2()
         self.rules = tuple(rules)
+        # A rule whose secret is its whole match needs no capture: RE2 then finds the span with its DFA alone.
         self._compiled: list[Any] = [
-            re2.compile(rule.pattern.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
-            for rule in self.rules
+            re2.compile(rule.pattern.encode(), _options(never_capture=not rule.group)) for rule in self.rules
         ]
         # Non-capturing alternatives: the joined pattern only says whether any rule matches anywhere.
         parts = [b'(?:' + rule.pattern.encode() + b')' for rule in self.rules]
-        self._placeholder: Any = re2.compile(_PLACEHOLDER.encode(), _options())  # pyright: ignore[reportUnknownMemberType]
-        self._joined: Any = (
-            re2.compile(b'|'.join(parts), _options(never_capture=True)) if parts else None  # pyright: ignore[reportUnknownMemberType]
-        )
+        self._placeholder: Any = re2.compile(_PLACEHOLDER.encode(), _options())
+        self._joined: Any = re2.compile(b'|'.join(parts), _options(never_capture=True)) if parts else None
 
     @classmethod
     def from_setting(cls, setting: SecretRedaction) -> Redactor:
         """Build from the user's setting; `ValueError` naming a pattern that RE2 cannot compile."""
         rules = list(default_rules(setting.preset))
-        for kind, pattern in setting.patterns.items():
-            if not isinstance(kind, str) or not kind or not isinstance(pattern, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        given: list[tuple[object, object]] = list(setting.patterns.items())  # what was passed, checked here
+        for kind, pattern in given:
+            if not isinstance(kind, str) or not kind or not isinstance(pattern, str):
                 raise ValueError('redact_secrets.patterns must map a non-empty kind name to an RE2 pattern string')
             if any(char in kind for char in '[]\n'):
                 raise ValueError(f'redact_secrets.patterns: the kind {kind!r} may not contain brackets or newlines')
@@ -241,59 +243,121 @@ class Redactor:
         if self._joined is None or not text:
             return text, {}
         data = text.encode('utf-8', 'surrogatepass')
-        if self._joined.search(data) is None:
+        if b'\\' not in data and self._joined.search(data) is None:
             return text, {}  # the common case: one linear scan, nothing allocated
-        # Something matched: run each rule on its own, so one rule's match cannot hide another's (alternation
-        # would take the leftmost and skip what overlaps it), and mask the union of what they found.
-        spans: list[tuple[int, int, str]] = []
-        for rule, compiled in zip(self.rules, self._compiled, strict=True):
-            for found in compiled.finditer(data):
-                span = self._secret_span(rule, found, data)
-                if span is not None:
-                    spans.append(span)
-        if not spans:
+        masked, counts = self.mask_bytes(data)
+        if not counts:
             return text, {}
+        return masked.decode('utf-8', 'surrogatepass'), counts
+
+    def mask_bytes(self, data: bytes) -> tuple[bytes, dict[str, int]]:
+        """`mask` for UTF-8 bytes: `data` itself when it holds no secret."""
+        spans = self._spans(data)
+        if not spans:
+            return data, {}
         out: list[bytes] = []
         counts: Counter[str] = Counter()
-        merged: list[list[Any]] = []
-        for start, end, kind in sorted(spans, key=lambda span: (span[0], -span[1])):
-            if merged and start < merged[-1][1]:
-                last = merged[-1]
-                if end - start > last[1] - last[0]:
-                    last[2] = kind  # overlapping finds: one secret, named by the longest
-                last[1] = max(last[1], end)
-            else:
-                merged.append([start, end, kind])
         cursor = 0
-        for start, end, kind in merged:
+        for start, end, kind in spans:
             out.append(data[cursor:start])
             out.append(marker(kind).encode())
             counts[kind] += 1
             cursor = end
         out.append(data[cursor:])
-        return b''.join(out).decode('utf-8', 'surrogatepass'), dict(counts)
+        return b''.join(out), dict(counts)
 
-    def _secret_span(self, rule: SecretRule, found: Any, data: bytes) -> tuple[int, int, str] | None:
-        start, end = found.start(rule.group), found.end(rule.group)
-        if start == -1:
-            start, end = found.start(), found.end()
-        if rule.kind != 'Private Key':
-            if not rule.group:
-                # A whole match may include the separators around the token: keep them.
-                while start < end and data[start] not in _TOKEN_BYTES:
-                    start += 1
-                while end > start and data[end - 1] not in _TOKEN_BYTES:
-                    end -= 1
-            # Take the whole token, never a part of it.
-            while start > 0 and data[start - 1] in _TOKEN_START_BYTES:
-                start -= 1
-            while end < len(data) and data[end] in _TOKEN_BYTES:
-                end += 1
-            while end > start and data[end - 1] == ord('.'):
-                end -= 1  # a full stop after the token ends the sentence, not the secret
-        secret = data[start:end]
-        if not secret or self._placeholder.search(secret) is not None:
-            return None
-        if rule.min_entropy and _entropy(secret) < rule.min_entropy:
-            return None
-        return start, end, rule.kind
+    def mask_parts(self, parts: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+        """Texts read one after the other, masked as if joined without a separator, so a secret split across two
+        parts is found; a marker goes where its secret starts, and the rest of the secret is cut from the parts
+        after. The parts themselves (the same list's items) when none holds a secret.
+        """
+        encoded = [part.encode('utf-8', 'surrogatepass') for part in parts]
+        spans = self._spans(b''.join(encoded))
+        if not spans:
+            return list(parts), {}
+        counts: Counter[str] = Counter(kind for _, _, kind in spans)
+        masked: list[str] = []
+        offset = 0
+        for part, data in zip(parts, encoded, strict=True):
+            end_of_part = offset + len(data)
+            inside = [span for span in spans if span[0] < end_of_part and span[1] > offset]
+            if not inside:
+                masked.append(part)
+            else:
+                out: list[bytes] = []
+                cursor = offset
+                for start, end, kind in inside:
+                    out.append(data[cursor - offset : max(cursor, start) - offset])
+                    if start >= offset:
+                        out.append(marker(kind).encode())
+                    cursor = min(end, end_of_part)
+                out.append(data[cursor - offset :])
+                masked.append(b''.join(out).decode('utf-8', 'surrogatepass'))
+            offset = end_of_part
+        return masked, dict(counts)
+
+    def _spans(self, data: bytes) -> list[tuple[int, int, str]]:
+        """Where the secrets in `data` are, merged and sorted: found in `data` and in its unescaped views."""
+        if self._joined is None or not data:
+            return []
+        spans: list[tuple[int, int, str]] = []
+        if self._joined.search(data) is not None:
+            spans.extend(self._view_spans(data))
+        if b'\\' in data:
+            for view in unescaped_views(data):
+                if self._joined.search(view.data) is not None:
+                    for start, end, kind in self._view_spans(view.data):
+                        spans.append((view.source_offset(start), view.source_offset(end), kind))
+        return merge_spans(spans)
+
+    def _view_spans(self, data: bytes) -> list[tuple[int, int, str]]:
+        """Every rule's finds in `data`, each widened to its whole token.
+
+        Each rule runs on its own, so one rule's match cannot hide another's (alternation would take the leftmost
+        and skip what overlaps it): one linear scan per rule.
+        """
+        spans: list[tuple[int, int, str]] = []
+        found_spans: list[tuple[int, int, int]] = []
+        for index, (rule, compiled) in enumerate(zip(self.rules, self._compiled, strict=True)):
+            for found in compiled.finditer(data):
+                start, end = found.start(rule.group), found.end(rule.group)
+                if start == -1:
+                    start, end = found.start(), found.end()
+                if rule.kind == 'Private Key':
+                    if end > start:
+                        spans.append((start, end, rule.kind))  # the block as matched: it is not one token
+                    continue
+                if not rule.group:
+                    # A whole match may include the separators around the token: keep them.
+                    while start < end and data[start] not in _TOKEN_BYTES:
+                        start += 1
+                    while end > start and data[end - 1] not in _TOKEN_BYTES:
+                        end -= 1
+                found_spans.append((start, end, index))
+        if not found_spans:
+            return spans
+        # Take the whole token, never a part of it: the run ends of every find, in one sweep.
+        runs = TokenRuns(data)
+        starts = runs.run_starts(start for start, _, _ in found_spans)
+        ends = runs.run_ends(end for _, end, _ in found_spans)
+        checked: dict[tuple[int, int, float], bool] = {}
+        for start, end, index in found_spans:
+            rule = self.rules[index]
+            wide_start = starts[start]
+            wide_end = runs.without_full_stops(wide_start, ends[end])
+            key = (wide_start, wide_end, rule.min_entropy)
+            kept = checked.get(key)
+            if kept is None:
+                kept = checked[key] = self._is_secret(data, wide_start, wide_end, rule.min_entropy)
+            if kept:
+                spans.append((wide_start, wide_end, rule.kind))
+        return spans
+
+    def _is_secret(self, data: bytes, start: int, end: int, min_entropy: float) -> bool:
+        """Not empty, not a placeholder, and random enough; a long span is judged by its head."""
+        if start >= end:
+            return False
+        head = data[start : min(end, start + CHECKED_HEAD)]
+        if end - start <= CHECKED_HEAD and self._placeholder.search(head) is not None:
+            return False
+        return not min_entropy or entropy(head) >= min_entropy

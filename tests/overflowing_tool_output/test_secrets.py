@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import re
+import string
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from examples import _payloads as payloads
-from examples._secret_corpus import corpus
+from examples._secret_corpus import PlantedSecret, corpus
 from pydantic_ai_harness.overflowing_tool_output import (
     Band,
     LocalFileStore,
@@ -146,6 +149,139 @@ def test_hostile_text_is_scanned_in_linear_time(redactor: Redactor) -> None:
     assert len(masked) > 0
     fake = 'a [secret withheld: GitHub Token] already'
     assert redactor.mask(fake) == (fake, {})
+
+
+def encoded_shapes(seed: int = 24, per_kind: int = 4) -> list[PlantedSecret]:
+    """Secrets as tools return them escaped or encoded (issue 24, item 5): none of them was withheld at 34bbde9."""
+    rng = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+    planted: list[PlantedSecret] = []
+
+    def pick(length: int) -> str:
+        return ''.join(rng.choice(alnum) for _ in range(length))
+
+    for _ in range(per_kind):
+        password = pick(14) + rng.choice('!%^*~')
+        applied = {
+            'apiVersion': 'v1',
+            'kind': 'Secret',
+            'metadata': {'name': 'db', 'namespace': 'prod'},
+            'stringData': {'password': password, 'username': 'app'},
+        }
+        kubectl = {
+            'apiVersion': 'v1',
+            'kind': 'Secret',
+            'metadata': {
+                'annotations': {'kubectl.kubernetes.io/last-applied-configuration': json.dumps(applied) + '\n'},
+                'name': 'db',
+            },
+            'type': 'Opaque',
+        }
+        planted.append(PlantedSecret('encoded: kubectl last-applied-configuration', password, json.dumps(kubectl)))
+        planted.append(
+            PlantedSecret(
+                'encoded: JSON in a JSON string',
+                password,
+                json.dumps({'job': 'etl', 'settings': json.dumps({'db': {'password': password}})}),
+            )
+        )
+        planted.append(
+            PlantedSecret(
+                'encoded: JSON in a JSON string in a JSON string',
+                password,
+                json.dumps({'event': json.dumps({'payload': json.dumps({'client_secret': password})})}),
+            )
+        )
+        planted.append(
+            PlantedSecret(
+                'encoded: escaped slashes',
+                password,
+                '{"dsn":"postgres:\\/\\/app:' + password + '@db.internal:5432\\/app"}',
+            )
+        )
+        key = base64.b64encode(rng.randbytes(600)).decode()
+        pem = '-----BEGIN RSA PRIVATE KEY-----\n' + '\n'.join(key[i : i + 64] for i in range(0, len(key), 64))
+        tls_key = base64.b64encode((pem + '\n-----END RSA PRIVATE KEY-----\n').encode()).decode()
+        planted.append(
+            PlantedSecret(
+                'encoded: base64 private key in a Kubernetes secret',
+                tls_key[40:120],
+                f'apiVersion: v1\ndata:\n  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n  tls.key: {tls_key}\nkind: Secret\n'
+                'type: kubernetes.io/tls\n',
+            )
+        )
+    return planted
+
+
+def test_recall_on_escaped_and_encoded_secrets(redactor: Redactor) -> None:
+    planted = encoded_shapes()
+    missed = [p.category for p in planted if leaked(p.secret, redactor.mask(p.text)[0])]
+    assert missed == []
+    everything = [*corpus(), *planted]
+    missed = [p.category for p in everything if leaked(p.secret, redactor.mask(p.text)[0])]
+    assert 1 - len(missed) / len(everything) >= 0.95, missed
+
+
+def test_a_json_string_holding_json_keeps_its_syntax_when_masked(redactor: Redactor) -> None:
+    text = json.dumps({'settings': json.dumps({'password': 'Qw8Er7Ty6Ui5Op4'})})
+    masked, counts = redactor.mask(text)
+    assert counts == {'Secret Keyword': 1}
+    assert json.loads(json.loads(masked)['settings']) == {'password': '[secret withheld: Secret Keyword]'}
+    slashes = '{"dsn":"postgres:\\/\\/app:Qw8Er7Ty6Ui5Op4@db\\/app"}'
+    masked, _ = redactor.mask(slashes)
+    assert json.loads(masked) == {'dsn': 'postgres://app:[secret withheld: Password in URL]@db/app'}
+
+
+def test_a_secret_split_across_parts_is_masked_where_it_starts(redactor: Redactor) -> None:
+    head, tail = GITHUB[:10], GITHUB[10:]
+    parts = ['using token ' + head, tail + ' to push', 'done']
+    masked, counts = redactor.mask_parts(parts)
+    assert masked == ['using token [secret withheld: GitHub Token]', ' to push', 'done']
+    assert counts == {'GitHub Token': 1}
+    clean = ['plain', 'text']
+    same, none = redactor.mask_parts(clean)
+    assert none == {} and all(a is b for a, b in zip(same, clean, strict=True))
+
+
+def test_masked_parts_read_as_the_masked_whole_wherever_the_text_is_cut(redactor: Redactor) -> None:
+    text = f'héllo ✓ token {GITHUB} then\n{KEY_BLOCK[:300]}'
+    whole, counts = redactor.mask(text)
+    assert counts == {'GitHub Token': 1, 'Private Key': 1}
+    for first in range(0, len(text), 7):
+        for second in range(first, len(text), 53):
+            parts = [text[:first], text[first:second], text[second:]]
+            masked, found = redactor.mask_parts(parts)
+            assert ''.join(masked) == whole, (first, second)
+            assert found == counts
+            assert len(masked) == 3
+
+
+def test_bytes_are_masked_as_utf8(redactor: Redactor) -> None:
+    data = f'HOME=/root\nGITHUB_TOKEN={GITHUB}\n'.encode()
+    assert redactor.mask_bytes(data) == (
+        b'HOME=/root\nGITHUB_TOKEN=[secret withheld: GitHub Token]\n',
+        {'GitHub Token': 1},
+    )
+    plain = b'nothing here\n'
+    assert redactor.mask_bytes(plain)[0] is plain
+
+
+async def test_a_structured_return_holding_json_strings_is_masked_in_a_run(tmp_path: Path) -> None:
+    password = 'Qw8Er7Ty6Ui5Op4'
+    value = {
+        'settings': json.dumps({'db': {'password': password}}),
+        'dsn': 'postgres:\\/\\/app:' + password + '@db\\/app',
+    }
+    model, seen = scripted([ToolCallPart('config', {})])
+    agent = Agent(
+        model,
+        capabilities=[OverflowingToolOutput(redact_secrets=SecretRedaction(), store=LocalFileStore(base_dir=tmp_path))],
+    )
+    agent.tool_plain(name='config')(lambda: value)
+    await agent.run('go')
+    visible = shown(seen[-1])
+    assert not leaked(password, visible)
+    assert '[secret withheld: Secret Keyword]' in visible
 
 
 # --- in agent runs -----------------------------------------------------------------------------------------
