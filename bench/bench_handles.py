@@ -22,6 +22,8 @@ from examples._payloads import test_log
 from examples._scripted import cl100k_counter
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 from pydantic_ai_harness.overflowing_tool_output._markers import summary_marker
+from pydantic_ai_harness.overflowing_tool_output.stores._local_aliases import link_alias
+from pydantic_ai_harness.overflowing_tool_output.stores._local_fs import open_root
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import handle_for_key
 
 TITLE = 'Short handles'
@@ -52,10 +54,10 @@ def _alias_cost() -> tuple[float, float]:
         started = time.perf_counter()
         store._write_sync(handle, data)
         whole.append(time.perf_counter() - started)
-        root = store._open_root(create=False)
+        root = open_root(store.root_path, create=False)
         try:
             started = time.perf_counter()
-            store._alias_in(root, f'{handle}~~2')
+            link_alias(root, f'{handle}~~2', durable=True)
             alias.append(time.perf_counter() - started)
         finally:
             root.close()
