@@ -174,22 +174,20 @@ def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
 
 
 def _mask_bytes(redactor: Redactor, data: bytes, counts: Counter[str], unchanged: Any) -> Any:
-    """Bytes that read as text (what `subprocess.check_output` returns) masked as text; `unchanged` if none found.
+    """Bytes that read as text (what `subprocess.check_output` returns) masked byte for byte; `unchanged` if none.
 
-    Bytes that are not UTF-8 are read byte for byte where they are not (surrogate escapes), unless they look
-    binary (a NUL byte early on): those are data, not text, and are passed on as they are.
+    Bytes with a NUL early on are data, not text, unless they are valid UTF-8: those are passed on as they are.
     """
-    try:
-        text = data.decode('utf-8')
-    except UnicodeDecodeError:
-        if b'\x00' in data[:_BINARY_SNIFF_BYTES]:
+    if b'\x00' in data[:_BINARY_SNIFF_BYTES]:
+        try:
+            data.decode('utf-8')
+        except UnicodeDecodeError:
             return unchanged
-        text = data.decode('utf-8', 'surrogateescape')
-    masked, found = redactor.mask(text)
+    masked, found = redactor.mask_bytes(data)
     if not found:
         return unchanged
     counts.update(found)
-    return masked.encode('utf-8', 'surrogateescape')
+    return masked
 
 
 def _is_text_media(media_type: str) -> bool:
@@ -272,10 +270,9 @@ def _mask_content(redactor: Redactor, content: Any, counts: Counter[str]) -> Any
     texts = [item for item in items if isinstance(item, str)]
     if len(texts) == len(items):
         # Masked as the one text they are read as, so a secret split across two parts is still found.
-        joined = '\n\n'.join(texts)
-        masked, found = redactor.mask(joined)
+        masked_parts, found = redactor.mask_parts(texts)
         counts.update(found)
-        return masked if found else content
+        return masked_parts if found else content
     masked_items: list[Any] = []
     for item in items:
         if isinstance(item, str):

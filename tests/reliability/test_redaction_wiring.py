@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from pydantic_ai import Agent, BinaryContent, models
+from pydantic_ai import Agent, BinaryContent, ToolReturn, models
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -120,3 +120,23 @@ def test_the_stepwise_parse_refuses_what_json_loads_refuses(bad: str) -> None:
         json.loads(bad)
     with pytest.raises(ValueError):
         _loads_in_steps(bad)
+
+
+@pytest.mark.anyio
+async def test_a_token_split_mid_token_across_two_content_parts_is_withheld(tmp_path: Path) -> None:
+    head, tail = GITHUB[:12], GITHUB[12:]
+    envelope = ToolReturn(return_value='see content', content=[f'export GITHUB_TOKEN={head}', f'{tail}\nnext'])
+    seen: list[list[ModelMessage]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[ToolCallPart('env', {})] if len(seen) == 1 else [TextPart('done')])
+
+    capability = OverflowingToolOutput[Any](store=LocalFileStore(base_dir=tmp_path), redact_secrets=SecretRedaction())
+    agent = Agent(FunctionModel(respond), capabilities=[capability])
+    agent.tool_plain(name='env')(lambda: envelope)
+    await agent.run('go')
+    returns = [part for message in seen[1] if isinstance(message, ModelRequest) for part in message.parts]
+    sent = ''.join(str(part.content) for part in returns if isinstance(part, ToolReturnPart))
+    assert 'export GITHUB_TOKEN=[secret withheld: GitHub Token]' in sent
+    assert not leaked(GITHUB[:12], sent) and not leaked(GITHUB[12:], sent)
