@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic_ai import Agent, BinaryContent, ToolReturn, models
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, SecretRedaction
@@ -137,6 +145,6 @@ async def test_a_token_split_mid_token_across_two_content_parts_is_withheld(tmp_
     agent.tool_plain(name='env')(lambda: envelope)
     await agent.run('go')
     returns = [part for message in seen[1] if isinstance(message, ModelRequest) for part in message.parts]
-    sent = ''.join(str(part.content) for part in returns if isinstance(part, ToolReturnPart))
+    sent = ''.join(str(part.content) for part in returns if isinstance(part, ToolReturnPart | UserPromptPart))
     assert 'export GITHUB_TOKEN=[secret withheld: GitHub Token]' in sent
     assert not leaked(GITHUB[:12], sent) and not leaked(GITHUB[12:], sent)
