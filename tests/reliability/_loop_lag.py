@@ -42,14 +42,14 @@ class _GcClock:
 
     def __init__(self) -> None:
         self.total = 0.0
-        self._started = 0.0
+        self.started = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == 'start':
-            self._started = time.perf_counter()
-        elif self._started:
-            self.total += time.perf_counter() - self._started
-            self._started = 0.0
+            self.started = time.perf_counter()
+        elif self.started:
+            self.total += time.perf_counter() - self.started
+            self.started = 0.0
 
 
 @contextlib.asynccontextmanager
@@ -63,7 +63,10 @@ async def watch_loop() -> AsyncIterator[LoopLag]:
             asked = time.perf_counter()
             collected = clock.total
             await anyio.sleep(TICK)
-            late = time.perf_counter() - asked - TICK - (clock.total - collected)
+            now = time.perf_counter()
+            # A collection whose stop callback has not run yet (a thread switch came first) is a pause all the same.
+            in_progress = now - max(clock.started, asked) if clock.started else 0.0
+            late = now - asked - TICK - (clock.total - collected) - in_progress
             lag.note(max(0.0, late))
 
     gc.callbacks.append(clock)
