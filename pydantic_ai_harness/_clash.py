@@ -17,6 +17,7 @@ __all__ = (
     'UPSTREAM_DISTRIBUTION',
     'PackageClashWarning',
     'check_clash',
+    'installed_version',
     'upstream_name_error',
     'warn_on_clash',
 )
@@ -37,6 +38,11 @@ def _version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def installed_version() -> str:
+    """This distribution's version, from its own metadata: right even when upstream's `__init__.py` replaced ours."""
+    return _version(DISTRIBUTION) or 'unknown (not installed)'
 
 
 @functools.cache

@@ -147,6 +147,15 @@ def test_upstream_installed_over_this_project_is_reported_to_the_cli(venv: Venv)
     shadowed = venv.run('from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput as O; print(O)')
     assert 'tool_output_limits' in shadowed.stdout  # upstream's deprecated alias of ToolOutputLimits
 
+    cli = venv.run(
+        'import sys, tempfile\n'
+        'from pydantic_ai_harness.overflowing_tool_output._cli import main\n'
+        "sys.exit(main(['--root', tempfile.mkdtemp(), 'ls']))"
+    )
+    assert cli.returncode == 0, cli.stderr  # it used to crash importing `__version__` from upstream's __init__
+    [said] = [line for line in cli.stderr.splitlines() if line.startswith('pyai-overflow: warning: ')]
+    _assert_says_what_to_do(said)
+
 
 def test_following_the_advice_leaves_a_working_install_and_no_warning(venv: Venv) -> None:
     venv.install(venv.wheels.upstream)

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any, TextIO
 
-from .. import __version__
+from .._clash import check_clash, installed_version
 from ._grep import grep_lines as scan_lines
 from ._matcher import Matcher, PatternError
 from ._query import open_payload, read_byte_window, read_lines, read_lines_at
@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG.format(root=_default_root_text()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
+    parser.add_argument('--version', action='version', version=f'%(prog)s {installed_version()}')
     _common_options(parser, default=None)
     common = argparse.ArgumentParser(add_help=False)
     _common_options(common, default=argparse.SUPPRESS)
@@ -445,6 +445,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     """Run the CLI; returns the exit code."""
     stdout: TextIO = out or sys.stdout
     stderr: TextIO = err or sys.stderr
+    clash = check_clash()
+    if clash is not None:
+        stderr.write(f'pyai-overflow: warning: {clash}\n')
     parser = _parser()
     try:
         options = parser.parse_args(argv)
