@@ -119,8 +119,6 @@ class Matcher:
         if program_size > MAX_PROGRAM_SIZE:
             raise PatternError(_TOO_COMPLEX)
         required = required_literals(pattern)
-        if len(required) == 1 and encoded.startswith(required[0]):
-            required = ()  # RE2 finds a literal prefix itself, as fast as a prefilter would
         return cls(None, compiled, program_size, required, tuple(LiteralSearch(literal) for literal in required))
 
     def search(self, buffer: Buffer, start: int, end: int) -> tuple[int, int]:
