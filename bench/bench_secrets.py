@@ -27,9 +27,10 @@ access and secret keys, STS JSON, Google API keys, GCP service-account keys, Azu
 Anthropic, Stripe, SendGrid, Twilio and npm keys, GitHub classic and fine-grained tokens, GitLab tokens, Slack
 bot, user and webhook tokens, JWTs, RSA/OpenSSH/EC private key blocks, passwords in postgres, mongodb and https
 URLs, `KEY=value` assignments in env files, YAML, JSON and Python), each planted in the kind of text a tool
-returns; plus 20 of the same secrets as tools return them escaped or encoded (`encoded_shapes()`: a kubectl
+returns; plus 20 secrets as tools return them escaped or encoded (`encoded_shapes()`: a kubectl
 `last-applied-configuration` annotation, JSON in a JSON string once and twice, escaped slashes in a connection
-string, a base64 PEM in a Kubernetes secret's `tls.key`). A secret counts as withheld when no 8 of its characters in a row are left in the masked text.
+string, a base64 PEM in a Kubernetes secret's `tls.key`). A secret counts as withheld when no 8 of its
+characters in a row are left in the masked text.
 **False positives**: every payload of the context-economy benchmark, as the model sees it and as it is
 stored; any marker there is a false positive. **Cost**: an agent on a scripted `FunctionModel` makes 1,000
 tool calls returning a 2,000-character text without a secret, below every band, with
