@@ -107,7 +107,7 @@ def test_the_guide_covers_each_upstream_name_and_default() -> None:
         '| `Truncate().max_chars` | 4,000 | 5,000 |',
         "`'tool_output_limits'` | `'overflowing_tool_output'`",
         '`pydantic_ai_harness.tool_output_limits` | `pydantic_ai_harness.overflowing_tool_output`',
-        '`.pydantic-ai-harness/tool-output/`, git-ignored | `.overflow/`, not git-ignored',
+        '`.pydantic-ai-harness/tool-output/`, git-ignored | `.overflow/`, git-ignored the same way',
         '`<run id>/<tool call id>.<retry>`',
         '`read_tool_result(offset=N)` | skips N lines: starts at line N + 1 | starts at line N',
         '| `Truncate(keep_tail_lines=)` | the same field',
