@@ -87,6 +87,7 @@ from ._unit import (
 )
 from ._withhold import WITHHELD_KEY, SecretWithholding, build_withholding
 from .stores import LocalFileStore, OverflowStore
+from .stores._local import DEFAULT_RETENTION
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
 __all__ = ('OverflowingToolOutput',)
@@ -136,7 +137,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     """A `(text) -> token count` function for `over_tokens`; default: about four characters per token."""
 
     store: OverflowStore | None = None
-    """Where `Spill` puts payloads; default: a [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]."""
+    """Where `Spill` puts payloads; default: a [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]
+    in the system temp directory that deletes payloads after 7 days (`cleanup_after`), which the preview says."""
 
     strip_ansi: bool = False
     """Remove ANSI escape sequences (colours, cursor moves, hyperlinks) from text returns before measuring."""
@@ -187,7 +189,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         check_tool_filter(self.tool_filter)
         if self.store is not None:
             check_store(self.store)
-        self._resolved_store = self.store if self.store is not None else LocalFileStore()
+        self._resolved_store = self.store if self.store is not None else LocalFileStore(cleanup_after=DEFAULT_RETENTION)
         self._summary_locks = RunLocks()
         self._withholding = build_withholding(self.redact_secrets, query_store=self._resolved_store)
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
