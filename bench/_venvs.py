@@ -4,7 +4,8 @@ Each is built under `bench/.out/` (git-ignored) by the benchmark itself, from th
 
 - `venv-plain`: `pip install <this checkout>`, no extras and no dev group, what `pip install
   pydantic-ai-harness-context` brings;
-- `venv-extras`: `pip install '<this checkout>[hyperscan,numpy]'`, the extras that speed the hot path up;
+- `venv-pure`: the same, with the accelerators (`hyperscan`, `numpy`) uninstalled: what a platform without their
+  wheels runs;
 - `venv-upstream-0.62.0-slim-X`: upstream `pydantic-ai-harness==0.62.0` on our `pydantic-ai-slim` version.
 
 The project is reinstalled into its venvs on every run (pip always reinstalls a local directory), so the figures
@@ -24,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / 'bench' / '.out'
 UPSTREAM_VERSION = '0.62.0'
-EXTRAS = ('hyperscan', 'numpy')
-"""The extras of the `extras` column: those the spill and grep hot path use when they are installed."""
+ACCELERATORS = ('hyperscan', 'numpy')
+"""The default dependencies (where wheels exist) the spill hot path uses when they are installed."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Venv:
     """An interpreter the benchmark runs one column in, or why that column is skipped."""
 
     name: str
-    """The column: `'plain'`, `'extras'` or `'upstream'`."""
+    """The column: `'plain'`, `'pure'` or `'upstream'`."""
 
     python: Path | None
     """Its interpreter, or `None` when it could not be built."""
@@ -68,18 +69,19 @@ def _pip(python: Path) -> list[str]:
     return [str(python), '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']
 
 
-def project_venv(name: str, extras: tuple[str, ...] = ()) -> Venv:
-    """`bench/.out/venv-NAME` with this checkout installed as a user installs it (`pip install .[extras]`)."""
+def project_venv(name: str, *, without: tuple[str, ...] = ()) -> Venv:
+    """`bench/.out/venv-NAME` with this checkout installed as a user installs it (`pip install .`), less `without`."""
     venv = OUT / f'venv-{name}'
     python = _python(venv)
-    spec = f'{REPO}[{",".join(extras)}]' if extras else str(REPO)
     try:
         if not python.exists():
             _call([sys.executable, '-m', 'venv', str(venv)])
-        _call([*_pip(python), spec])
+        _call([*_pip(python), str(REPO)])
+        if without:
+            _call([str(python), '-m', 'pip', 'uninstall', '--quiet', '--yes', *without])
     except (OSError, subprocess.CalledProcessError) as exc:
         return _failure(name, exc)
-    shown = f"pip install '.[{','.join(extras)}]'" if extras else 'pip install .'
+    shown = f'pip install . && pip uninstall {" ".join(without)}' if without else 'pip install .'
     return Venv(name, python, f'`{shown}` into {venv.relative_to(REPO)}')
 
 

@@ -15,7 +15,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._report import Entry
 from examples import _payloads as payloads
-from examples._secret_corpus import corpus
+from examples._secret_corpus import corpus, encoded_shapes
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, SecretRedaction
 from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output._secrets import Redactor
@@ -27,7 +27,10 @@ access and secret keys, STS JSON, Google API keys, GCP service-account keys, Azu
 Anthropic, Stripe, SendGrid, Twilio and npm keys, GitHub classic and fine-grained tokens, GitLab tokens, Slack
 bot, user and webhook tokens, JWTs, RSA/OpenSSH/EC private key blocks, passwords in postgres, mongodb and https
 URLs, `KEY=value` assignments in env files, YAML, JSON and Python), each planted in the kind of text a tool
-returns. A secret counts as withheld when no 8 of its characters in a row are left in the masked text.
+returns; plus 20 secrets as tools return them escaped or encoded (`encoded_shapes()`: a kubectl
+`last-applied-configuration` annotation, JSON in a JSON string once and twice, escaped slashes in a connection
+string, a base64 PEM in a Kubernetes secret's `tls.key`). A secret counts as withheld when no 8 of its
+characters in a row are left in the masked text.
 **False positives**: every payload of the context-economy benchmark, as the model sees it and as it is
 stored; any marker there is a false positive. **Cost**: an agent on a scripted `FunctionModel` makes 1,000
 tool calls returning a 2,000-character text without a secret, below every band, with
@@ -99,9 +102,11 @@ def _best(function: Callable[[], Any], runs: int = 3) -> float:
 
 def run() -> list[Entry]:
     redactor = Redactor.from_setting(SecretRedaction())
-    planted = corpus()
+    plain_corpus, shapes = corpus(), encoded_shapes()
+    planted = [*plain_corpus, *shapes]
     missed = [p.category for p in planted if _leaked(p.secret, redactor.mask(p.text)[0])]
     recall = 1 - len(missed) / len(planted)
+    missed_shapes = [p.category for p in shapes if _leaked(p.secret, redactor.mask(p.text)[0])]
     economy = {
         'test log': payloads.test_log(320_000),
         'orders': payloads.orders_json(25_000),
@@ -125,12 +130,13 @@ def run() -> list[Entry]:
     return [
         Entry(
             'secrets',
-            'recall on 140 planted credentials',
+            f'recall on {len(planted)} planted credentials ({len(plain_corpus)} plain, {len(shapes)} escaped or encoded)',
             recall * 100,
             '%',
             '>= 95%',
             recall >= 0.95,
-            detail=f'missed: {", ".join(missed) or "none"}',
+            detail=f'missed: {", ".join(missed) or "none"}; escaped or encoded shapes withheld: '
+            f'{len(shapes) - len(missed_shapes)} of {len(shapes)}',
         ),
         Entry(
             'secrets',

@@ -13,7 +13,7 @@ import random
 import string
 from dataclasses import dataclass
 
-__all__ = ('PlantedSecret', 'corpus')
+__all__ = ('PlantedSecret', 'corpus', 'encoded_shapes')
 
 _ALNUM = string.ascii_letters + string.digits
 _UPPER_DIGITS = string.ascii_uppercase + '234567'
@@ -145,4 +145,65 @@ def corpus(seed: int = 41, per_kind: int = 4) -> list[PlantedSecret]:
         plant('KEY=value: api_key', api, f'api_key: {api}')
         token = _pick(rng, _ALNUM, 40)
         plant('KEY=value: AUTH_TOKEN', token, f'export AUTH_TOKEN={token}')
+    return planted
+
+
+def encoded_shapes(seed: int = 24, per_kind: int = 4) -> list[PlantedSecret]:
+    """Secrets as tools return them escaped or encoded (issue 24, item 5): none of them was withheld at 34bbde9."""
+    rng = random.Random(seed)
+    planted: list[PlantedSecret] = []
+
+    def pick(length: int) -> str:
+        return _pick(rng, _ALNUM, length)
+
+    for _ in range(per_kind):
+        password = pick(14) + rng.choice('!%^*~')
+        applied = {
+            'apiVersion': 'v1',
+            'kind': 'Secret',
+            'metadata': {'name': 'db', 'namespace': 'prod'},
+            'stringData': {'password': password, 'username': 'app'},
+        }
+        kubectl = {
+            'apiVersion': 'v1',
+            'kind': 'Secret',
+            'metadata': {
+                'annotations': {'kubectl.kubernetes.io/last-applied-configuration': json.dumps(applied) + '\n'},
+                'name': 'db',
+            },
+            'type': 'Opaque',
+        }
+        planted.append(PlantedSecret('encoded: kubectl last-applied-configuration', password, json.dumps(kubectl)))
+        planted.append(
+            PlantedSecret(
+                'encoded: JSON in a JSON string',
+                password,
+                json.dumps({'job': 'etl', 'settings': json.dumps({'db': {'password': password}})}),
+            )
+        )
+        planted.append(
+            PlantedSecret(
+                'encoded: JSON in a JSON string in a JSON string',
+                password,
+                json.dumps({'event': json.dumps({'payload': json.dumps({'client_secret': password})})}),
+            )
+        )
+        planted.append(
+            PlantedSecret(
+                'encoded: escaped slashes',
+                password,
+                '{"dsn":"postgres:\\/\\/app:' + password + '@db.internal:5432\\/app"}',
+            )
+        )
+        key = base64.b64encode(rng.randbytes(600)).decode()
+        pem = '-----BEGIN RSA PRIVATE KEY-----\n' + '\n'.join(key[i : i + 64] for i in range(0, len(key), 64))
+        tls_key = base64.b64encode((pem + '\n-----END RSA PRIVATE KEY-----\n').encode()).decode()
+        planted.append(
+            PlantedSecret(
+                'encoded: base64 private key in a Kubernetes secret',
+                tls_key[40:120],
+                f'apiVersion: v1\ndata:\n  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n  tls.key: {tls_key}\nkind: Secret\n'
+                'type: kubernetes.io/tls\n',
+            )
+        )
     return planted

@@ -8,7 +8,7 @@ ignore comment, and they narrow containers of unknown origin to elements of type
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from typing_extensions import TypeIs
 
@@ -63,3 +63,13 @@ def is_set(value: object) -> TypeIs[set[Any] | frozenset[Any]]:
 def type_of(value: object) -> type[Any]:
     """`type(value)`, typed for lookups in tables keyed by type (pyright leaves a bare `type(Any)` unknown)."""
     return type(value)
+
+
+def is_object(value: object) -> TypeIs[dict[str, Any]]:
+    """A JSON object, once parsed (a `dict`; its keys are strings by JSON's rules)."""
+    return isinstance(value, dict)
+
+
+def is_items(value: object) -> TypeGuard[Sequence[Any]]:
+    """A sequence of items that is not text: `str` and `bytes` are sequences too, of characters and bytes."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))

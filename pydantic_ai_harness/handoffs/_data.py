@@ -10,13 +10,13 @@ from typing import Any, TypeAlias
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
 
-from ._guards import is_sequence
+from .._typing import is_items
 
 __all__ = ('HandoffHistoryMapper', 'HandoffInputData', 'HandoffInputFilter')
 
 
 def _messages_tuple(value: Any, field_name: str) -> tuple[ModelMessage, ...]:
-    if not is_sequence(value):
+    if not is_items(value):
         raise TypeError(
             f'`HandoffInputData.{field_name}` must be a tuple of `ModelMessage`, got {type(value).__name__}.'
         )

@@ -20,9 +20,9 @@ from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 
+from .._typing import is_items, is_object
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._guards import is_object, is_sequence
 from ._history import (
     apply_handoff_input_filter,
     check_message_history,
@@ -346,7 +346,7 @@ async def _run_delegate(
     effective = own
     if own is None and source is not None:
         given: object = run_kwargs.get('capabilities')
-        run_kwargs['capabilities'] = [*(given if is_sequence(given) else ()), source]
+        run_kwargs['capabilities'] = [*(given if is_items(given) else ()), source]
         effective = source
     if not readable_here(effective, source):
         data = _map_segments(data, mark_unreadable_spills)

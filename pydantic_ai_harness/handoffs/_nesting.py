@@ -18,10 +18,10 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .._typing import is_items, is_list, is_object
 from ._config import SummaryRole, check_history_mapper, check_max_record_chars, check_summary_role
 from ._cut import cut_text
 from ._data import HandoffHistoryMapper, HandoffInputData
-from ._guards import is_array, is_object, is_sequence
 from ._parts import (
     Part,
     answers_tool_calls,
@@ -70,7 +70,7 @@ def _cap_item(item: TranscriptItem, cap: int | None) -> TranscriptItem:
         if isinstance(value := item.get(key), str) and len(value) > cap
     }
     summary = item.get('summary')
-    if is_array(summary) and any(_long_text(entry, cap) for entry in summary):
+    if is_list(summary) and any(_long_text(entry, cap) for entry in summary):
         changed['summary'] = [
             {**entry, 'text': cut_text(entry['text'], cap, None)} if _long_text(entry, cap) else entry
             for entry in summary
@@ -271,7 +271,7 @@ def _verbatim(source: ModelMessage, parts: list[Part]) -> ModelMessage:
 
 
 def _check_mapper_result(mapped: Any) -> tuple[ModelMessage, ...]:
-    if not is_sequence(mapped):
+    if not is_items(mapped):
         raise UserError(f'Invalid history mapper result: {mapped}')
     messages = tuple(mapped)
     if not all(isinstance(message, ModelRequest | ModelResponse) for message in messages):

@@ -45,7 +45,7 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 
-from ._guards import is_array, is_object
+from .._typing import is_list, is_object
 from ._transcript import TranscriptItem, dumps, is_summary_candidate, render_item
 
 __all__ = (
@@ -322,7 +322,7 @@ def _sdk_content(entry: dict[str, Any]) -> UserContent | None:
 
 def _user_content_back(content: Any, name: Any) -> str | list[UserContent]:
     prefix = f'{name}: ' if isinstance(name, str) and name else ''
-    if not is_array(content):
+    if not is_list(content):
         return prefix + ('' if content is None else _json_text(content))
     result: list[UserContent] = [prefix] if prefix else []
     for entry in content:
@@ -348,7 +348,7 @@ def _message_text(content: Any) -> str:
     """
     if content is None:
         return ''
-    if is_array(content):
+    if is_list(content):
         texts: list[str] = []
         for entry in content:
             if not is_object(entry):
@@ -390,7 +390,7 @@ def _item_to_part(
         )
     if kind == 'reasoning':
         summary = item.get('summary')
-        texts = [str(entry.get('text', '')) for entry in (summary if is_array(summary) else []) if is_object(entry)]
+        texts = [str(entry.get('text', '')) for entry in (summary if is_list(summary) else []) if is_object(entry)]
         return ThinkingPart('\n'.join(texts))
     if kind == 'compaction' and (content is None or isinstance(content, str)):
         return CompactionPart(content)

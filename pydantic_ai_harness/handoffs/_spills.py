@@ -20,9 +20,9 @@ from typing import Any, TypeGuard
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
 
+from .._typing import is_items, is_object
 from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
 from ._cut import cut_text, with_content
-from ._guards import is_object, is_sequence
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (
     build_summary_from_records,
@@ -74,7 +74,7 @@ def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingTo
     root = getattr(agent, 'root_capability', None)
     if root is not None:
         candidates.append(root)
-    if is_sequence(run_capabilities):
+    if is_items(run_capabilities):
         candidates.extend(run_capabilities)
     return _find(candidates)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from ._guards import is_object
+from .._typing import is_object
 
 __all__ = (
     'DEFAULT_END_WRAPPER',

@@ -171,14 +171,19 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_a_tool_error_reaches_the_model_whole(transport: str, http_url: str, tmp_path: Path) -> None:
+async def test_a_tool_error_too_large_to_show_is_spilled_like_a_return(
+    transport: str, http_url: str, tmp_path: Path
+) -> None:
     messages = await run_agent(pager('failing'), toolset_for(transport, http_url), tmp_path)
     (error,) = parts_after_call(messages)
     assert isinstance(error, ToolReturnPart) and error.outcome == 'retried'
     text = str(error.content)
-    # 2,000 frames (~100,000 characters, ten times the spill threshold) and the final line: never reduced.
-    assert text.count('File "service.py"') == 2_000 and f'RuntimeError: {NEEDLE}' in text
-    assert error.metadata is None and not (tmp_path / 'store').exists()
+    # 2,000 frames (~100,000 characters, ten times the spill threshold): held to the bands as a return is, and
+    # losslessly: the preview names the exception, the store holds every frame.
+    assert len(text) < 5_000 and f'RuntimeError: {NEEDLE}' in text
+    assert isinstance(error.metadata, dict) and error.metadata['overflow_action'] == 'spill'
+    stored = (await LocalFileStore(base_dir=tmp_path / 'store').read(error.metadata['overflow_handle'])).decode()
+    assert stored.count('File "service.py"') == 2_000 and f'RuntimeError: {NEEDLE}' in stored
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)

@@ -139,8 +139,9 @@ def test_a_prefiltered_grep_answers_exactly_what_rE2_alone_does(pattern: str, te
 
 def test_the_benchmark_patterns_are_prefiltered_where_it_pays() -> None:
     assert Matcher.compile('ERROR worker-[0-9]+ failed|WARN needle-[0-9a-z]+x', is_regex=True).required
-    # A literal prefix RE2 already skips to by itself: no prefilter needed.
-    assert not Matcher.compile('WARN needle-0x[0-9A-F]+', is_regex=True).required
+    # A literal prefix too: RE2 skips to its first byte only, the prefilter to its rarest (and gives way to RE2 alone
+    # where candidates are on nearly every line).
+    assert Matcher.compile('WARN needle-0x[0-9A-F]+', is_regex=True).required
 
 
 @settings(max_examples=300, deadline=None)
@@ -164,6 +165,58 @@ def test_a_literal_search_with_many_false_candidates_stays_exact() -> None:
     # Every `X` is a candidate for the rarest byte of `aaaX!`; only the last one is preceded by `aaa`.
     data = b'X!' * 10_000 + b'aaaX!'
     assert LiteralSearch(b'aaaX!').find(data, 0, len(data)) == len(data) - 5
+
+
+_FILLERS = [b'INFO worker-1 handled request in 3 ms\n', b'abcabcabc ', b'\xff\xfe ', b'X' * 7, b'failed failed\n']
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    literal=st.sampled_from([b' failed', b'abc', b'X!', b'\xfe failed', b'request in', b'zz top']),
+    filler=st.sampled_from(_FILLERS),
+    places=st.lists(st.integers(0, 200_000), max_size=4),
+    starts=st.lists(st.integers(0, 200_000), min_size=1, max_size=4),
+)
+def test_a_literal_search_that_samples_its_text_finds_what_bytes_find_finds(
+    literal: bytes, filler: bytes, places: list[int], starts: list[int]
+) -> None:
+    """The first search over 64 KiB or more counts the literal's bytes there and starts at the rarest: every later
+    search of the same `LiteralSearch` (anywhere, in any text) still answers exactly as `bytes.find` does."""
+    data = bytearray(filler * (150_000 // len(filler)))
+    for place in sorted(places, reverse=True):
+        data[place:place] = literal
+    search = LiteralSearch(literal)
+    for start in [0, *starts]:  # the first search samples the text
+        assert search.find(data, start, len(data)) == data.find(literal, start)
+        assert search.find(bytes(data), start, start + 1_000) == data.find(literal, start, start + 1_000)
+    assert search.find(b'no match here' + literal, 0, 100) == 13
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pattern=st.sampled_from(['[0-9]{8} failed', '[a-z]+ failed|req [0-9]', '[0-9] request in', 'b?c fail(ed)?$']),
+    filler=st.sampled_from(_FILLERS),
+    lines=st.lists(st.sampled_from(['12345678 failed', 'a failed', 'req 3 request in 9', 'bc fail', 'X!']), max_size=6),
+    places=st.lists(st.integers(0, 300_000), max_size=6),
+)
+def test_a_prefiltered_grep_of_a_large_payload_answers_exactly_what_rE2_alone_does(
+    pattern: str, filler: bytes, lines: list[str], places: list[int]
+) -> None:
+    """Over blocks large enough that the prefilter samples its text, it finds the lines RE2 alone finds."""
+    data = bytearray(filler * (300_000 // len(filler)))
+    for place, line in sorted(zip(places, lines), reverse=True):
+        data[place:place] = f'\n{line}\n'.encode()
+    matcher = Matcher.compile(pattern, is_regex=True)
+    assert matcher.required
+
+    async def check() -> None:
+        payload = _payload(bytes(data))
+        for max_hits in (1, 100):
+            fast = await grep_lines(payload, matcher, max_hits=max_hits, deadline=math.inf)
+            slow = await grep_lines(payload, _unfiltered(matcher), max_hits=max_hits, deadline=math.inf)
+            assert fast == slow
+
+    anyio.run(check)
 
 
 async def test_grep_reads_a_local_payload_through_one_open_handle(tmp_path: Path) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import random
 import re
-import string
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from examples import _payloads as payloads
-from examples._secret_corpus import PlantedSecret, corpus
+from examples._secret_corpus import corpus, encoded_shapes
 from pydantic_ai_harness.overflowing_tool_output import (
     Band,
     LocalFileStore,
@@ -149,68 +146,6 @@ def test_hostile_text_is_scanned_in_linear_time(redactor: Redactor) -> None:
     assert len(masked) > 0
     fake = 'a [secret withheld: GitHub Token] already'
     assert redactor.mask(fake) == (fake, {})
-
-
-def encoded_shapes(seed: int = 24, per_kind: int = 4) -> list[PlantedSecret]:
-    """Secrets as tools return them escaped or encoded (issue 24, item 5): none of them was withheld at 34bbde9."""
-    rng = random.Random(seed)
-    alnum = string.ascii_letters + string.digits
-    planted: list[PlantedSecret] = []
-
-    def pick(length: int) -> str:
-        return ''.join(rng.choice(alnum) for _ in range(length))
-
-    for _ in range(per_kind):
-        password = pick(14) + rng.choice('!%^*~')
-        applied = {
-            'apiVersion': 'v1',
-            'kind': 'Secret',
-            'metadata': {'name': 'db', 'namespace': 'prod'},
-            'stringData': {'password': password, 'username': 'app'},
-        }
-        kubectl = {
-            'apiVersion': 'v1',
-            'kind': 'Secret',
-            'metadata': {
-                'annotations': {'kubectl.kubernetes.io/last-applied-configuration': json.dumps(applied) + '\n'},
-                'name': 'db',
-            },
-            'type': 'Opaque',
-        }
-        planted.append(PlantedSecret('encoded: kubectl last-applied-configuration', password, json.dumps(kubectl)))
-        planted.append(
-            PlantedSecret(
-                'encoded: JSON in a JSON string',
-                password,
-                json.dumps({'job': 'etl', 'settings': json.dumps({'db': {'password': password}})}),
-            )
-        )
-        planted.append(
-            PlantedSecret(
-                'encoded: JSON in a JSON string in a JSON string',
-                password,
-                json.dumps({'event': json.dumps({'payload': json.dumps({'client_secret': password})})}),
-            )
-        )
-        planted.append(
-            PlantedSecret(
-                'encoded: escaped slashes',
-                password,
-                '{"dsn":"postgres:\\/\\/app:' + password + '@db.internal:5432\\/app"}',
-            )
-        )
-        key = base64.b64encode(rng.randbytes(600)).decode()
-        pem = '-----BEGIN RSA PRIVATE KEY-----\n' + '\n'.join(key[i : i + 64] for i in range(0, len(key), 64))
-        tls_key = base64.b64encode((pem + '\n-----END RSA PRIVATE KEY-----\n').encode()).decode()
-        planted.append(
-            PlantedSecret(
-                'encoded: base64 private key in a Kubernetes secret',
-                tls_key[40:120],
-                f'apiVersion: v1\ndata:\n  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t\n  tls.key: {tls_key}\nkind: Secret\n'
-                'type: kubernetes.io/tls\n',
-            )
-        )
-    return planted
 
 
 def test_recall_on_escaped_and_encoded_secrets(redactor: Redactor) -> None:
