@@ -34,8 +34,8 @@ assert Spill().then is None
 assert ToolOutputLimits().id == 'tool_output_limits'
 assert ToolOutputLimits().bands == [Band(over=10_000, action=Spill(then=Truncate()))]
 assert _capability.logger.name.startswith('pydantic_ai_harness.tool_output_limits')
+Truncate(keep_tail_lines=2)  # the same field here
 # What has no equivalent here.
-Truncate(keep_tail_lines=2)
 ToolOutputLimits(serializer=indented_json)
 ToolOutputLimits(serializer=json_lines)
 assert READ_TOOL_RESULT_KIND.id == 'tool_output_limits.read_tool_result'
@@ -107,10 +107,10 @@ def test_the_guide_covers_each_upstream_name_and_default() -> None:
         '| `Truncate().max_chars` | 4,000 | 5,000 |',
         "`'tool_output_limits'` | `'overflowing_tool_output'`",
         '`pydantic_ai_harness.tool_output_limits` | `pydantic_ai_harness.overflowing_tool_output`',
-        '`.pydantic-ai-harness/tool-output/`, git-ignored | `.overflow/`, not git-ignored',
+        '`.pydantic-ai-harness/tool-output/`, git-ignored | `.overflow/`, git-ignored the same way',
         '`<run id>/<tool call id>.<retry>`',
         '`read_tool_result(offset=N)` | skips N lines: starts at line N + 1 | starts at line N',
-        '`Truncate(keep_tail_lines=N)`',
+        '| `Truncate(keep_tail_lines=)` | the same field',
         '`serializer=indented_json` / `json_lines`',
         '`READ_TOOL_RESULT_KIND`',
     ):

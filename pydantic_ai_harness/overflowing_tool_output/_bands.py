@@ -81,6 +81,14 @@ class Truncate:
     then: Action | None = None
     """What to do when truncation cannot run (a binary payload)."""
 
+    keep_tail_lines: int = 0
+    """Keep the last this many lines of a text whole, within `max_chars`; the strategy spends what is left.
+
+    For command output whose verdict (an exit code, a summary) comes last. When those lines and the marker do not
+    fit in `max_chars`, the text is cut as with `strategy=tail`. A structured value is cut between whole items
+    instead, as always.
+    """
+
     def __post_init__(self) -> None:
         if is_instance(self.strategy, str) and not is_instance(self.strategy, TruncationStrategy):
             try:
@@ -94,6 +102,10 @@ class Truncate:
             raise ValueError(
                 f'Truncate.max_chars must be at least {MIN_TRUNCATE_CHARS} (room for the marker), got {self.max_chars}'
             )
+        if not is_int(self.keep_tail_lines):
+            raise TypeError(f'Truncate.keep_tail_lines must be an int, got {type(self.keep_tail_lines).__name__}')
+        if self.keep_tail_lines < 0:
+            raise ValueError(f'Truncate.keep_tail_lines must be 0 or more, got {self.keep_tail_lines}')
         _check_then(self.then, 'Truncate')
 
 

@@ -45,6 +45,7 @@ from ._events import (
     warn,
 )
 from ._failure_text import reduce_failures
+from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value
 from ._secrets import SecretRedaction
@@ -70,7 +71,7 @@ from ._summarize import (
     summarize_in_place,
     validate_summary_prompt,
 )
-from ._tools import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID, build_query_toolset
+from ._tools import build_query_toolset
 from ._truncate import truncate
 from ._unit import (
     ActionContext,
@@ -87,6 +88,7 @@ from ._unit import (
 )
 from ._withhold import WITHHELD_KEY, SecretWithholding, build_withholding
 from .stores import LocalFileStore, OverflowStore
+from .stores._local import DEFAULT_RETENTION
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
 __all__ = ('OverflowingToolOutput',)
@@ -136,7 +138,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     """A `(text) -> token count` function for `over_tokens`; default: about four characters per token."""
 
     store: OverflowStore | None = None
-    """Where `Spill` puts payloads; default: a [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]."""
+    """Where `Spill` puts payloads; default: a [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]
+    in the system temp directory that deletes payloads after 7 days (`cleanup_after`), which the preview says."""
 
     strip_ansi: bool = False
     """Remove ANSI escape sequences (colours, cursor moves, hyperlinks) from text returns before measuring."""
@@ -187,7 +190,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         check_tool_filter(self.tool_filter)
         if self.store is not None:
             check_store(self.store)
-        self._resolved_store = self.store if self.store is not None else LocalFileStore()
+        self._resolved_store = self.store if self.store is not None else LocalFileStore(cleanup_after=DEFAULT_RETENTION)
         self._summary_locks = RunLocks()
         self._withholding = build_withholding(self.redact_secrets, query_store=self._resolved_store)
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
@@ -262,7 +265,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         if ctx.run_step <= 1:
             for message in unknown_tool_names(
-                self.per_tool, self.tool_filter, (tool.name for tool in tool_defs if tool.name not in QUERY_TOOL_NAMES)
+                self.per_tool, self.tool_filter, (tool.name for tool in tool_defs if not is_query_tool(tool))
             ):
                 warn(message)
             await self._check_store_root(ctx)
@@ -278,8 +281,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         result: Any,
     ) -> Any:
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
-        if tool_def.toolset_id == QUERY_TOOLSET_ID:
-            return result  # our own query tools: their output is already bounded
+        if is_query_tool(tool_def):
+            return result  # our own query tools (under any name): their output is already bounded
         if self._withholding is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
             result = await self._withholding(ctx, call, result)
         if type(result) is str and self._plainly_below_threshold(result, tool_def.name):
@@ -331,10 +334,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         old = ctx.messages[-1] if ctx.messages else None
         try:
-            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx))
+            # The query tools by the names this request offers them under (`PrefixTools` renames them).
+            exempt = query_tool_names(request_context.model_request_parameters.function_tools)
+            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx, exempt))
             if self.step_budget is not None:
                 messages = ctx.messages if new is None else [*ctx.messages[:-1], new]
-                new = await fit_step(messages, self.step_budget, self._step_tools(ctx, self.step_budget)) or new
+                new = await fit_step(messages, self.step_budget, self._step_tools(ctx, self.step_budget, exempt)) or new
         except OverflowConfigurationError:
             raise
         except OverflowingToolOutputWarning:
@@ -399,10 +404,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return reassemble(envelope, value, content, new_value, new_content)
 
     async def _reduce_failure(
-        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, text: str
+        self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], call: ToolCallPart, text: str
     ) -> tuple[str, dict[str, Any]] | None:
         """A failure text a tool sent (`ModelRetry`, `ToolFailed`), masked and reduced as a return would be."""
-        if call.tool_name in QUERY_TOOL_NAMES:
+        if call.tool_name in exempt:
             return None  # our own query tools: their guidance is already bounded
         if not await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=call.tool_name)):
             return None
@@ -498,7 +503,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     # --- the step budget -----------------------------------------------------------------------------
 
-    def _step_tools(self, ctx: RunContext[AgentDepsT], budget: StepBudget) -> StepTools:
+    def _step_tools(self, ctx: RunContext[AgentDepsT], budget: StepBudget, exempt: frozenset[str]) -> StepTools:
         async def selected(tool_name: str) -> bool:
             return await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=tool_name))
 
@@ -512,7 +517,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             action_for=partial(step_action, budget, self._per_tool_desc, self.bands_for),
             selected=selected,
             reduce=reduce,
-            exempt=QUERY_TOOL_NAMES.__contains__,
+            exempt=exempt.__contains__,
             unit='tokens' if self.over_tokens else 'characters',
         )
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 __all__ = (
     'SpillSummary',
     'format_bytes',
+    'kept_for',
     'spill_header',
     'spill_how_to_read',
     'summary_marker',
@@ -46,6 +48,9 @@ class SpillSummary:
 
     json: bool = False
     """Whether it is stored as JSON with one element per line (a structured value, or a text that is JSON)."""
+
+    expires_after: timedelta | None = None
+    """How long the store keeps it (its `cleanup_after`), when it deletes old payloads; `None`: it keeps them."""
 
 
 def format_bytes(n: int) -> str:
@@ -94,9 +99,22 @@ def spill_header(summary: SpillSummary) -> str:
     layout = ' as JSON, one element per line' if summary.json else ''
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
     return (
-        f'[`{summary.tool_name}` returned too much to show (~{summary.tokens} tokens). Saved in full under handle '
+        f'[`{summary.tool_name}` returned too much to show (~{summary.tokens} tokens). '
+        f'Saved in full{kept_for(summary.expires_after)} under handle '
         f"'{summary.handle}'{layout}: {lines}, {summary.nbytes} bytes; {PREVIEW_FOLLOWS}.\n"
     )
+
+
+_UNITS = ((86_400, 'day'), (3_600, 'hour'), (60, 'minute'), (1, 'second'))
+
+
+def kept_for(ttl: timedelta | None) -> str:
+    """` for 7 days` when the store deletes payloads after `ttl` (the largest whole unit), else nothing."""
+    if ttl is None:
+        return ''
+    seconds = max(1, int(ttl.total_seconds()))
+    count, unit = next((seconds // size, unit) for size, unit in _UNITS if seconds % size == 0 or size == 1)
+    return f' for {count} {unit}' if count == 1 else f' for {count} {unit}s'
 
 
 PREVIEW_FOLLOWS = 'a preview follows'

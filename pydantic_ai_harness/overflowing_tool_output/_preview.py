@@ -6,9 +6,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from ._important_lines import LINE_CHARS, ImportantLine, important_lines
-from ._markers import PREVIEW_FOLLOWS, SpillSummary, spill_header, spill_how_to_read
+from ._markers import PREVIEW_FOLLOWS, SpillSummary, kept_for, spill_header, spill_how_to_read
 
 __all__ = (
     'binary_preview',
@@ -315,7 +316,14 @@ def detect_binary_type(data: bytes, declared: str | None = None) -> str:
 
 
 def binary_preview(
-    tool_name: str, handle: str, data: bytes, declared: str | None, *, path: str | None = None, query_tools: bool = True
+    tool_name: str,
+    handle: str,
+    data: bytes,
+    declared: str | None,
+    *,
+    path: str | None = None,
+    query_tools: bool = True,
+    expires_after: timedelta | None = None,
 ) -> str:
     """The model-visible replacement for a spilled binary payload (`path`: its file in the workspace, if any)."""
     kind = detect_binary_type(data, declared)
@@ -329,7 +337,7 @@ def binary_preview(
         how = f'{how} {where}' if query_tools else where
     return (
         f'[`{tool_name}` returned binary data ({len(data)} bytes, {kind}), which cannot be shown as text. '
-        f"Saved verbatim under handle '{handle}'.\n"
+        f"Saved verbatim{kept_for(expires_after)} under handle '{handle}'.\n"
         f'{how}]\n'
         f'First bytes: {sample}'
     )

@@ -22,7 +22,7 @@ from ._answers import DEFAULT_LIMIT, QueryLimits, show, storage_error
 from ._grep_tool import grep_tool_result as _grep_tool_result
 from ._handles import KnownHandle, clean_handle, conversation_handles, resolved_answer
 from ._json_query_tool import PATH_QUERY_SECONDS, path_matches, query_path
-from ._names import QUERY_TOOL_NAMES, QUERY_TOOLSET_ID
+from ._names import QUERY_TOOL_MARK, QUERY_TOOL_NAMES, QUERY_TOOLSET_ID
 from ._read_tool import read_tool_result as _read_tool_result
 from .stores._protocol import OverflowStore
 
@@ -135,8 +135,8 @@ def build_query_toolset(
     # before the run gives up.
     tools = [read_tool_result, grep_tool_result]
     if route is None:
-        return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5)
-    return _RoutedToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5)
+        return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
+    return _RoutedToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
 
 
 async def _guarded_query(store: OverflowStore, handle: str, path: str, matches: int, store_timeout: float) -> str:

@@ -30,7 +30,7 @@ def truncate(action: Truncate, unit: ActionContext) -> tuple[Reduced | None, str
     """`Truncate`: keep what fits in `action.max_chars`, with a marker saying what was cut; binary cannot be cut."""
     if unit.rendered.kind == 'binary':
         return None, 'binary data cannot be truncated'
-    cut = truncate_rendered(unit.rendered, action.max_chars, action.strategy)
+    cut = truncate_rendered(unit.rendered, action.max_chars, action.strategy, keep_tail_lines=action.keep_tail_lines)
     # Advice to call the tool again with narrower arguments only fits a tool that takes some.
     return Reduced(cut if unit.takes_arguments else cut.replace(NARROWER_ADVICE, ''), 'truncate'), ''
 
@@ -74,10 +74,23 @@ def _plan(text: str, keep: int, strategy: TruncationStrategy) -> Cut:
     return Cut(_snap_head_end(text, head), _snap_tail_start(text, total - (keep - head)))
 
 
-def truncate_text(text: str, max_chars: int, strategy: TruncationStrategy) -> str:
+def _tail_lines_start(text: str, lines: int) -> int:
+    """Where the last `lines` lines of `text` start (0 when it has no more); a final newline starts no line."""
+    end = len(text) - 1 if text.endswith('\n') else len(text)
+    for _ in range(lines):
+        newline = text.rfind('\n', 0, end)
+        if newline == -1:
+            return 0
+        end = newline
+    return end + 1
+
+
+def truncate_text(text: str, max_chars: int, strategy: TruncationStrategy, *, keep_tail_lines: int = 0) -> str:
     """Clamp `text` to at most `max_chars` characters, the omission marker included.
 
-    Text that already fits is returned unchanged (so truncating twice changes nothing more).
+    With `keep_tail_lines`, the last that many lines are kept whole and `strategy` cuts what comes before them;
+    when they do not fit with the marker, the text is cut as with the `tail` strategy. Text that already fits is
+    returned unchanged (so truncating twice changes nothing more).
     """
     total = len(text)
     if total <= max_chars:
@@ -89,8 +102,23 @@ def truncate_text(text: str, max_chars: int, strategy: TruncationStrategy) -> st
         omitted=total, total=total, first_line=total_lines, last_line=total_lines + 1, where='middle'
     )
     keep = max(max_chars - len(longest) - 2, 0)
+    if keep_tail_lines and strategy is not TruncationStrategy.tail:
+        reserved = _tail_lines_start(text, keep_tail_lines)
+        if reserved and total - reserved <= keep:
+            cut = _plan_before(text, keep - (total - reserved), reserved, strategy)
+            return _assemble(text, cut, _marker_for(text, cut, total, TruncationStrategy.head_tail))
+        strategy = TruncationStrategy.tail
     cut = _plan(text, keep, strategy)
     return _assemble(text, cut, _marker_for(text, cut, total, strategy))
+
+
+def _plan_before(text: str, keep: int, reserved: int, strategy: TruncationStrategy) -> Cut:
+    """The cut of the text before the kept last lines (which start at `reserved`), in `keep` characters."""
+    if strategy is TruncationStrategy.head:
+        return Cut(_snap_head_end(text, keep), reserved)
+    # Both ends: two fifths from the head, the rest just before the kept lines (it leads into them).
+    head = keep * 2 // 5
+    return Cut(_snap_head_end(text, head), _snap_tail_start(text, reserved - (keep - head)))
 
 
 _CUT_PLACE: dict[TruncationStrategy, Literal['start', 'middle', 'end']] = {
@@ -134,14 +162,16 @@ _TRUNCATED_KEY = '[truncated]'
 _AGAIN = f'omitted here and not kept{NARROWER_ADVICE}'
 
 
-def truncate_rendered(rendered: Rendered, max_chars: int, strategy: TruncationStrategy) -> str:
+def truncate_rendered(
+    rendered: Rendered, max_chars: int, strategy: TruncationStrategy, *, keep_tail_lines: int = 0
+) -> str:
     """Truncate what `Truncate` reduces: valid JSON for a structured value, a cut text otherwise."""
     jsonable: object = rendered.jsonable
     if rendered.kind == 'structured' and (is_list(jsonable) or is_dict(jsonable)):
         structured = truncate_structured(jsonable, max_chars, strategy)
         if structured is not None:
             return structured
-    return truncate_text(rendered.text, max_chars, strategy)
+    return truncate_text(rendered.text, max_chars, strategy, keep_tail_lines=keep_tail_lines)
 
 
 def truncate_structured(value: list[Any] | dict[str, Any], max_chars: int, strategy: TruncationStrategy) -> str | None:

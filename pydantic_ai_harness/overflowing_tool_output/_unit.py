@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 from pydantic_ai.messages import ToolCallPart, ToolReturn, UserContent
@@ -109,10 +110,18 @@ class ActionContext:
         return store_for_run(self.store, self.run, self.workspace)
 
     def workspace_file(self, handle: str) -> dict[str, Any]:
-        """For a spill that went into the workspace: its path (the handle itself) and whether the query tools are on."""
+        """What the preview says of where `handle` lives: how long its store keeps it (`expires_after`, when it
+        deletes old payloads) and, for a spill in the workspace, its path (the handle itself) and whether the query
+        tools are on.
+        """
         if self.workspace is None or not self.workspace.owns(handle):
-            return {}
-        return {'path': handle, 'query_tools': self.workspace.query_tools == 'always'}
+            ttl = getattr(self.store, 'cleanup_after', None)
+            return {'expires_after': ttl} if isinstance(ttl, timedelta) else {}
+        return {
+            'path': handle,
+            'query_tools': self.workspace.query_tools == 'always',
+            'expires_after': self.workspace.cleanup_after,
+        }
 
 
 def unit_key(ctx: RunContext[Any], call: ToolCallPart, unit: UnitName) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from .._children import tied
+
 SERVER = Path(__file__).with_name('mcp_server.py')
 
 
@@ -44,7 +46,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def _start(started: list[subprocess.Popen[bytes]]) -> str:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), '--http', str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        tied([sys.executable, str(SERVER), '--http', str(port)]),  # a killed test run must not leave it running
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     started.append(process)
     _wait_until_listening(process, port)

@@ -245,3 +245,33 @@ line 1236: $[1234]['id'] = "ord_01234"
         "No line matches 'refunded' (literal, case-sensitive; 3002 lines searched). Any case: is_regex=True, pattern='(?i)refunded'."
     )
     assert [count(text) for text in shown] == snapshot([260, 87, 155, 80, 34])
+
+
+async def test_a_preview_says_how_long_the_handle_lasts_only_when_the_store_deletes_old_payloads(
+    tmp_path: Path,
+) -> None:
+    def script(handles: dict[str, str]) -> Steps:
+        return [[('run_tests', {}), ('dump', {})]]
+
+    async def first_lines(capability: OverflowingToolOutput[Any]) -> list[str]:
+        session = _Session(script, 'Xq3vR8bN2mKp7LwT9yZ')
+        agent = Agent(session.model(), capabilities=[capability])
+        agent.tool_plain(name='run_tests')(lambda: TEST_LOG)
+        agent.tool_plain(name='dump')(lambda: BLOB)
+        await agent.run('Why is CI red?', run_id=RUN_ID)
+        return [shown.splitlines()[0] for shown in session.shown]
+
+    # The default store (no `store` given) deletes payloads after 7 days, so the preview says so, in three tokens.
+    assert await first_lines(OverflowingToolOutput(workspace=None)) == snapshot(
+        [
+            "[`run_tests` returned too much to show (~39505 tokens). Saved in full for 7 days under handle 'fffen44zdz': 4003 lines, 158020 bytes; a preview follows.",
+            "[`dump` returned binary data (16384 bytes, unknown binary data), which cannot be shown as text. Saved verbatim for 7 days under handle 'frqhfqrrw7'.",
+        ]
+    )
+    # A store that keeps payloads forever promises nothing; one with another TTL states its own.
+    kept = await first_lines(OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path / 'forever')))
+    assert all(' for ' not in line for line in kept)
+    hourly = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path / 'hourly', cleanup_after=5_400))
+    assert [line.split(' under handle')[0][-25:] for line in await first_lines(hourly)] == snapshot(
+        ['ed in full for 90 minutes', 'd verbatim for 90 minutes']
+    )

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import PrefixTools
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -262,3 +263,43 @@ async def test_the_budget_counts_tokens_when_the_bands_do(tmp_path: Path) -> Non
         'this one (1000 tokens, one of the largest) was truncated.]\n'
     )
     assert [text.startswith('[Step budget') for text in sent] == [False, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ('band', 'budget'),
+    [(2_000, None), (12_000, StepBudget(max_size=3_000))],
+    ids=['a band their answers are over', 'a step budget they are over'],
+)
+async def test_renamed_query_tools_are_still_exempt_from_the_bands_and_the_step_budget(
+    tmp_path: Path, band: int, budget: StepBudget | None
+) -> None:
+    seen: list[list[ModelMessage]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('fetch', {})])
+        if len(messages) == 3:
+            preview = returns_sent(messages)[0]
+            assert isinstance(preview.metadata, dict)
+            handle = preview.metadata['overflow_handle']
+            calls = [('x_read_tool_result', {'handle': handle, 'offset': n}) for n in (1, 201)]
+            return ModelResponse(parts=[ToolCallPart(name, args) for name, args in calls])
+        return ModelResponse(parts=[TextPart('done')])
+
+    capability = OverflowingToolOutput(
+        bands=[Band(over=band, action=Spill(preview_chars=300))],
+        step_budget=budget,
+        store=LocalFileStore(base_dir=tmp_path),
+    )
+    # `PrefixTools` renames the query tools (`x_read_tool_result`) and drops their toolset id: the capability
+    # still knows them by the mark on their definitions.
+    agent = Agent(FunctionModel(respond), capabilities=[PrefixTools(capability, prefix='x')])
+    agent.tool_plain(name='fetch')(lambda: ''.join(f'record {n:05d} ' + 'z' * 30 + '\n' for n in range(1, 501)))
+    await agent.run('go')
+    reads = returns_sent(seen[-1])
+    assert [part.tool_name for part in reads] == ['x_read_tool_result', 'x_read_tool_result']
+    for part, first in zip(reads, (1, 201)):
+        text = part.model_response_str()
+        assert len(text) > 3_000 and not part.metadata  # neither spilled again nor cut by the step budget
+        assert f'{first}| record {first:05d} ' in text and f'{first + 199}| record {first + 199:05d} ' in text

@@ -246,3 +246,41 @@ async def test_the_marker_advises_narrower_arguments_only_to_a_tool_that_takes_s
 
     result = Run((await agent.run('go')).all_messages())
     assert 'call the tool again with narrower arguments to see them]' in result.returned()
+
+
+VERDICT = 'FAILED: 3 of 120 tests\r\nexit code 1\n'
+BUILD_LOG = ''.join(f'step {i} ' + 'x' * 40 + '\n' for i in range(1, 201)) + VERDICT
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('strategy', [TruncationStrategy.head, TruncationStrategy.head_tail])
+async def test_keep_tail_lines_keeps_the_last_lines_whole_in_an_agent_run(strategy: TruncationStrategy) -> None:
+    action = Truncate(max_chars=600, strategy=strategy, keep_tail_lines=2)
+    content = (await run_tool(OverflowingToolOutput(bands=[Band(over=1_000, action=action)]), BUILD_LOG)).returned()
+    assert len(content) <= 600 and content.startswith('step 1 ')
+    # The strategy spends what is left before the two kept lines; the marker sits where the cut is.
+    assert content.endswith(VERDICT)
+    assert re.search(r'omitted here and not kept\]\n(step \d+ x+\n)*' + re.escape(VERDICT) + '$', content), content
+    if strategy is TruncationStrategy.head:
+        assert content.count('step 200') == 0 and '\n[truncated' in content
+
+
+def test_keep_tail_lines_counts_lines_as_upstream_does() -> None:
+    text = 'a' * 500 + '\nlast\n'
+    assert truncate_text(text, 300, TruncationStrategy.head, keep_tail_lines=1).endswith(']\nlast\n')
+    # A blank final line counts as a line; a final newline starts none.
+    assert truncate_text('a' * 500 + '\nlast\n\n', 300, TruncationStrategy.head, keep_tail_lines=1).endswith(']\n\n')
+    # Lines that do not fit with the marker: cut as with the tail strategy, still within the budget.
+    long_tail = 'a\n' + 'b' * 500
+    cut = truncate_text(long_tail, 300, TruncationStrategy.head, keep_tail_lines=1)
+    assert cut == truncate_text(long_tail, 300, TruncationStrategy.tail) and len(cut) <= 300
+    # More lines than the text has: the whole text, cut as with the tail strategy.
+    assert truncate_text(text, 300, TruncationStrategy.head, keep_tail_lines=9) == truncate_text(
+        text, 300, TruncationStrategy.tail
+    )
+
+
+@pytest.mark.parametrize(('value', 'error'), [(-1, ValueError), ('2', TypeError), (True, TypeError)])
+def test_keep_tail_lines_is_checked_at_construction(value: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match='Truncate.keep_tail_lines'):
+        Truncate(keep_tail_lines=value)

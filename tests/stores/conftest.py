@@ -27,6 +27,8 @@ import pytest
 
 from pydantic_ai_harness.overflowing_tool_output.stores import LocalFileStore, OverflowStore
 
+from .._children import tied
+
 STORE_KINDS = ('local', 'redis', 'valkey', 'object-memory', 'object-local', 'object-s3')
 """Every store the contract suite runs against."""
 
@@ -89,19 +91,21 @@ def _start_server(name: str, binary: str) -> Iterator[RedisServer]:
         port = free_port()
         directory = tempfile.mkdtemp(prefix=f'pyai-{name}-')
         process = subprocess.Popen(
-            [
-                binary,
-                '--port',
-                str(port),
-                '--bind',
-                '127.0.0.1',
-                '--save',
-                '',
-                '--appendonly',
-                'no',
-                '--dir',
-                directory,
-            ],
+            tied(
+                [  # a killed test run must not leave its servers running
+                    binary,
+                    '--port',
+                    str(port),
+                    '--bind',
+                    '127.0.0.1',
+                    '--save',
+                    '',
+                    '--appendonly',
+                    'no',
+                    '--dir',
+                    directory,
+                ]
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )

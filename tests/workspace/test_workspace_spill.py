@@ -17,8 +17,14 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.workspaces import LocalWorkspaceBackend, Workspace
 
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, WorkspaceSpill
+from pydantic_ai_harness.overflowing_tool_output import (
+    LocalFileStore,
+    OverflowingToolOutput,
+    WorkspaceSpill,
+    WorkspaceStore,
+)
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import short_handles
 
 from ._support import FACT_CUSTOMER, handle_in, jq_command, last_return, listing, orders, shell, tool_returns
@@ -92,6 +98,43 @@ async def test_grep_and_jq_through_the_agents_shell_find_the_fact(tmp_path: Path
     assert [path for path in listing(tmp_path) if not path.startswith('ws/.overflow')] == ['ws', 'ws/README.md']
 
 
+async def test_the_spill_directory_it_creates_is_ignored_by_git(tmp_path: Path) -> None:
+    workspace, private = tmp_path / 'ws', tmp_path / 'private'
+    workspace.mkdir()
+    (workspace / 'README.md').write_text('the project\n')
+    git = ['git', '-C', str(workspace), '-c', 'core.excludesFile=/dev/null']
+    with anyio.fail_after(60):
+        await anyio.run_process(['git', 'init', '-q', str(workspace)])
+        result = await agent_for(detective(), workspace, private).run('go')
+        status = (await anyio.run_process([*git, 'status', '--porcelain', '--untracked-files=all'])).stdout.decode()
+    handle = handle_in(str(tool_returns(result.all_messages(), 'fetch_orders')[0].content))
+    assert (workspace / handle).is_file()
+    assert (workspace / '.overflow' / '.gitignore').read_text() == '*\n'
+    assert status == '?? README.md\n'  # the spill and the ignore file itself stay out of git status
+    # The model's query tools never read the ignore file as a spill.
+    assert 'no stored payload' in str(await store_read_error(workspace, '.overflow/.gitignore'))
+
+
+async def store_read_error(workspace: Path, handle: str) -> Exception:
+    try:
+        await WorkspaceStore(Workspace(LocalWorkspaceBackend(workspace))).read(handle)
+    except Exception as error:  # noqa: BLE001 - the error is what is checked
+        return error
+    raise AssertionError('read')
+
+
+async def test_a_spill_directory_that_exists_gets_no_ignore_file_and_a_users_is_kept(tmp_path: Path) -> None:
+    for existing in ('', '*.json\n'):
+        workspace, private = tmp_path / f'ws{len(existing)}', tmp_path / 'private'
+        (workspace / '.overflow').mkdir(parents=True)
+        if existing:
+            (workspace / '.overflow' / '.gitignore').write_text(existing)
+        result = await agent_for(detective(), workspace, private).run('go')
+        assert (workspace / handle_in(str(tool_returns(result.all_messages(), 'fetch_orders')[0].content))).is_file()
+        ignore = workspace / '.overflow' / '.gitignore'
+        assert (ignore.read_text() == existing) if existing else not ignore.exists()
+
+
 async def test_the_same_handle_resolves_in_a_second_process(tmp_path: Path) -> None:
     workspace, private = tmp_path / 'ws', tmp_path / 'private'
     workspace.mkdir()
@@ -154,7 +197,7 @@ async def test_ttl_pruning_runs_from_another_process_on_the_same_workspace(tmp_p
     assert fresh == f'.overflow/{name}'
     assert not (workspace / old).exists() and not stamp.exists()
     assert (workspace / fresh).read_bytes() == b'fresh output'
-    assert listing(workspace / '.overflow') == ['.stamps', f'.stamps/{name}', name]
+    assert listing(workspace / '.overflow') == ['.gitignore', '.stamps', f'.stamps/{name}', name]
 
 
 async def test_query_tools_fallback_only_hides_them_while_spills_are_in_the_workspace(tmp_path: Path) -> None:

@@ -61,6 +61,9 @@ __all__ = ('LocalFileStore', 'StoreRootError')
 
 _T = TypeVar('_T')
 
+DEFAULT_RETENTION = timedelta(days=7)
+"""How long the capability's default store (`OverflowingToolOutput()` with no `store`) keeps a payload."""
+
 
 @dataclass
 class LocalFileStore:

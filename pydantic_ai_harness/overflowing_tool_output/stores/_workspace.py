@@ -45,6 +45,9 @@ _STAMPS = '.stamps'
 _NAME = re.compile(r'[a-z0-9_~-]+')
 """A file name `names_for_handle` can produce; anything else in a handle is refused before any I/O."""
 
+GITIGNORE = b'*\n'
+"""Written as `.gitignore` into a spill directory the store creates: git ignores everything in it, itself included."""
+
 _RANK = {'none': 0, 'user': 1, 'operator': 2}
 
 _LAST_PRUNE: dict[tuple[str, str], float] = {}
@@ -228,7 +231,11 @@ class WorkspaceStore:
             if holds == 'different':
                 continue
             await self._check_destination(root, handle, target)
+            spill_dir = posixpath.join(root, self.directory)
+            created = not await workspace.exists(spill_dir)
             await workspace.write_bytes(target, payload)
+            if created:
+                await self._ignore_in_git(spill_dir)
             await self._stamp(root, name)
             await self._maybe_prune(root)
             return handle
@@ -328,6 +335,18 @@ class WorkspaceStore:
         if path is None:
             raise HandleNotFoundError('no stored payload under this handle')
         return path
+
+    async def _ignore_in_git(self, spill_dir: str) -> None:
+        """Write `.gitignore` (`*`) into the spill directory just created, so spills stay out of `git status`.
+
+        Never replaces a file already there; the payload is already safe, so a failure is only logged.
+        """
+        path = posixpath.join(spill_dir, '.gitignore')
+        try:
+            if not await self.workspace.exists(path):
+                await self.workspace.write_bytes(path, GITIGNORE)
+        except Exception as exc:  # noqa: BLE001 - a missing ignore file is no reason to lose the spill
+            logger.warning('could not write .gitignore into the workspace spill directory: %r', exc)
 
     async def _stamp(self, root: str, group: str) -> None:
         """Record when `group` was last written, for TTL pruning; the payload is already safe, so never raise."""
