@@ -45,6 +45,7 @@ from ._events import (
     warn,
 )
 from ._failure_text import reduce_failures
+from ._important_lines import load_literal_finder
 from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value
@@ -196,6 +197,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
+        load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
     @classmethod
     def from_spec(

@@ -17,7 +17,7 @@ from .._gil import hand_over
 from .._re2 import compile_re2
 from .stores._line_index import LineIndex
 
-__all__ = ('LINE_CHARS', 'ImportantLine', 'ImportantLinesScan', 'important_lines')
+__all__ = ('LINE_CHARS', 'ImportantLine', 'ImportantLinesScan', 'important_lines', 'load_literal_finder')
 
 
 # RE2: one linear-time pass over a payload of any size (Python's `re` takes ~50x longer on this alternation).
@@ -144,6 +144,15 @@ class _HyperscanFinder:
         # Matches come in order of their end; a literal never spans a newline, so this one is in the first line
         # that holds any.
         return start + found[0] - 1 if found else -1
+
+
+def load_literal_finder() -> None:
+    """Import and compile the scan's literal prefilter now (once per process), not at the first spill.
+
+    A durable engine's sandbox (Temporal's) refuses a module imported while workflow code runs: loaded with the
+    capability, where the agent is defined, the prefilter is already there when a spill in workflow code needs it.
+    """
+    _literal_finder()
 
 
 @functools.cache
