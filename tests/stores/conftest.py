@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -174,10 +175,31 @@ class S3Server:
         )
 
 
+def _atomic_object_puts() -> pytest.MonkeyPatch:
+    """Make moto's object PUT check its `If-None-Match` / `If-Match` condition and store in one step, as S3 does.
+
+    moto checks the condition and then stores the object as two steps, so under load two concurrent creates of
+    one object could both pass and the second replaced the first (a lost payload no real S3 would allow).
+    """
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    put_object = S3Response.put_object
+
+    def atomic_put_object(self: S3Response) -> Any:
+        with lock:
+            return put_object(self)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(S3Response, 'put_object', atomic_put_object)
+    return patch
+
+
 @pytest.fixture(scope='session')
 def s3_server() -> Iterator[S3Server]:
     from moto.server import ThreadedMotoServer
 
+    atomic_puts = _atomic_object_puts()
     logging.getLogger('werkzeug').setLevel(logging.ERROR)  # One log line per request otherwise.
     server = ThreadedMotoServer(ip_address='127.0.0.1', port=free_port(), verbose=False)
     server.start()
@@ -190,6 +212,7 @@ def s3_server() -> Iterator[S3Server]:
         yield S3Server(endpoint, BUCKET)
     finally:
         server.stop()
+        atomic_puts.undo()
 
 
 @dataclass
