@@ -83,7 +83,7 @@ docs: $(DOCS_INSTALL) ## Build the docs site (site/index.html opens from disk) w
 test: lint typecheck pytest docs ## The whole check: lint, type check, tests, docs build
 
 # Some sections only: `make bench BENCH_SECTIONS='hotpath store'`. The hot-path section measures the package as a
-# user installs it: it builds bench/.out/venv-plain (`pip install .`, no extras), venv-extras and upstream's venv.
+# user installs it: it builds bench/.out/venv-plain (`pip install .`, no extras), venv-pure (its pure fallback) and upstream's venv.
 BENCH_SECTIONS ?=
 
 .PHONY: bench
