@@ -51,8 +51,10 @@ _MARKER = -0.0
 
 _MARKER_JSON = b',-0.0,'
 
-_BATCH = 2048
-"""Elements of a large array serialized and joined at once (none of them spread out)."""
+_BATCH = 512
+"""Elements of a large array serialized and joined at once (none of them spread out): few enough that a batch's
+text and its parts stay small and are reused from batch to batch (a 20 MB list of records is laid out ~5% faster
+than in batches of 2048; lists of tiny elements as fast)."""
 
 _PLAIN = (dict, list, tuple)
 
