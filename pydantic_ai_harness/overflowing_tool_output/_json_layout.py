@@ -51,8 +51,10 @@ _MARKER = -0.0
 
 _MARKER_JSON = b',-0.0,'
 
-_BATCH = 2048
-"""Elements of a large array serialized and joined at once (none of them spread out)."""
+_BATCH = 512
+"""Elements of a large array serialized and joined at once (none of them spread out): few enough that a batch's
+text and its parts stay small and are reused from batch to batch (a 20 MB list of records is laid out ~5% faster
+than in batches of 2048; lists of tiny elements as fast)."""
 
 _PLAIN = (dict, list, tuple)
 
@@ -302,8 +304,13 @@ class _Builder:
         """Each element's JSON, from one call; `None` when the marker turned up in the values themselves."""
         interleaved: list[Any] = [_MARKER] * (2 * len(batch) - 1)
         interleaved[::2] = batch
-        parts = self.dump(interleaved)[1:-1].split(_MARKER_JSON)
-        return parts if len(parts) == len(batch) else None
+        parts = self.dump(interleaved).split(_MARKER_JSON)
+        if len(parts) != len(batch):
+            return None
+        # The brackets come off the first and last parts, not off the whole text: no copy of the batch's JSON.
+        parts[0] = parts[0][1:]
+        parts[-1] = parts[-1][:-1]
+        return parts
 
     def _members(self, batch: list[tuple[Any, Any]]) -> list[bytes]:
         """Each `"key":value` of a batch of dict members: keys and values each from one call when keys are str."""

@@ -329,6 +329,23 @@ def test_a_value_holding_the_batch_marker_is_laid_out_correctly() -> None:
     assert rendered.text == pydantic_core.to_json(value).decode()
 
 
+RECORDS_AND_THEIR_CUT: list[Any] = [
+    [{'s': '},{', 'n': n} for n in range(3000)],
+    [{'a': [{'b': n}, {'c': n}]} for n in range(3000)],
+    [{'x': 'y' * (989 + n % 4)} for n in range(3000)],  # 997 to 1,000 bytes: each still fits its line
+    [{}, {'n': 1}] * 1500 + [1, [2]],
+]
+
+
+@pytest.mark.parametrize('value', RECORDS_AND_THEIR_CUT, ids=range(len(RECORDS_AND_THEIR_CUT)))
+def test_a_list_of_records_is_stored_one_record_a_line_whatever_they_hold(value: Any) -> None:
+    """Each record on a line of its own, whole, whatever it holds (its batch's marker cut, `},{`, records)."""
+    data = stored_form(render_value(value))[1]
+    lines = data.split(b'\n')
+    assert lines[0] == b'[' and lines[-2:] == [b']', b'']
+    assert [pydantic_core.from_json(line.strip().rstrip(b',')) for line in lines[1:-2]] == value
+
+
 LARGE_ARRAYS: list[Any] = [
     records(),
     tuple(records(30_000)),
