@@ -54,6 +54,9 @@ class _Search:
     """Handles not searched: binary, cleaned up, or unreadable."""
 
     stopped: str = ''
+
+    first: tuple[str, int] | None = None
+    """The handle and line of the first match shown, for the example calls."""
     """Why and where the search stopped before the last result, with the calls that continue it."""
 
 
@@ -122,12 +125,11 @@ async def grep_all_tool_results(
     if notes:
         text += f' [{"; ".join(notes)}]'
     footer: list[str] = []
-    if search.shown:
+    if search.first is not None:
+        handle, line = search.first
         footer.append(
-            f'Read around a match: {read_call("<handle>", offset="<line - 5>")}; one result with context: '
-            f'{_grep_one(pattern, is_regex, "<handle>")}.'.replace("'<handle>'", '<handle>').replace(
-                "'<line - 5>'", '<line - 5>'
-            )
+            f'Read around a match with its handle and line: {read_call(handle, offset=max(1, line - _LINES_BEFORE))}; '
+            f'one result with context: {_grep_one(pattern, is_regex, handle)}.'
         )
     if search.matches > search.shown:
         footer.append(
@@ -198,6 +200,7 @@ async def _search_all(
                 used += len(rendered) + 1
                 search.lines.append(rendered)
                 search.shown += 1
+                search.first = search.first or (item.handle, hit.line)
         if not result.complete:
             search.stopped = (
                 f'The search used its time budget ({caps.time_budget:g} s) in {item.handle!r} at line '

@@ -157,6 +157,8 @@ async def test_a_conversation_without_spills_is_told_there_is_nothing_to_search(
     )
     await agent.run('Search.')
     assert answers == [
-        'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) only '
-        'when it is too large to show.'
+        (
+            'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '
+            'only when it is too large to show.'
+        )
     ]
