@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
+from pydantic_ai import ModelRetry
 
 from ._answers import FRAME_RESERVE, QueryLimits, counted, read_call, render_line, show
 from ._grep import grep_lines
@@ -60,16 +61,11 @@ class _Search:
     """Why and where the search stopped before the last result, with the calls that continue it."""
 
 
-def _again(pattern: str, is_regex: bool, **arguments: object) -> str:
-    rendered = ', '.join([f'pattern={pattern!r}', *(['is_regex=True'] if is_regex else [])])
-    extra = ''.join(f', {name}={value!r}' for name, value in arguments.items())
-    return f'{GREP_TOOL_NAME}({rendered}{extra})'
-
-
-def _grep_one(pattern: str, is_regex: bool, handle: str, **arguments: object) -> str:
-    rendered = ', '.join([f'handle={handle!r}', f'pattern={pattern!r}', *(['is_regex=True'] if is_regex else [])])
-    extra = ''.join(f', {name}={value!r}' for name, value in arguments.items())
-    return f'{GREP_TOOL_NAME}({rendered}{extra})'
+def _grep_call(pattern: str, is_regex: bool, handle: str = '', **arguments: object) -> str:
+    """The `grep_tool_result` call that searches on: one result (`handle`) or, without one, every result."""
+    named = {'handle': handle} if handle else {}
+    named |= {'pattern': pattern, **({'is_regex': True} if is_regex else {}), **arguments}
+    return f'{GREP_TOOL_NAME}({", ".join(f"{name}={value!r}" for name, value in named.items())})'
 
 
 async def grep_all_tool_results(
@@ -86,9 +82,11 @@ async def grep_all_tool_results(
     `offset` is the 1-based position (newest first) of the first result searched, so a search that stopped at a
     bound continues where it stopped.
     """
-    checked = check_grep_arguments(caps, pattern, 0, max_matches, is_regex, 0)
     if offset < 0:
-        return f'offset must be 0 or more (without a handle: the stored result to start at, 1 = newest), got {offset}.'
+        raise ModelRetry(
+            f'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got {offset}.'
+        )
+    checked = check_grep_arguments(caps, pattern, 0, max_matches, is_regex, 0)
     if not known:
         return (
             'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '
@@ -106,7 +104,7 @@ async def grep_all_tool_results(
     if scope.cancelled_caught:
         search.stopped = (
             f'The storage did not answer within {caps.store_timeout:g} s; results after the first '
-            f'{first - 1 + search.searched} were not searched. Continue: {_again(pattern, is_regex, offset=first + search.searched)}.'
+            f'{first - 1 + search.searched} were not searched. Continue: {_grep_call(pattern, is_regex, offset=first + search.searched)}.'
         )
     scope_text = (
         f'{counted(search.searched, "stored result")} searched of the {len(known)} this conversation holds, newest '
@@ -129,7 +127,7 @@ async def grep_all_tool_results(
         handle, line = search.first
         footer.append(
             f'Read around a match with its handle and line: {read_call(handle, offset=max(1, line - _LINES_BEFORE))}; '
-            f'one result with context: {_grep_one(pattern, is_regex, handle)}.'
+            f'one result with context: {_grep_call(pattern, is_regex, handle)}.'
         )
     if search.matches > search.shown:
         footer.append(
@@ -160,10 +158,10 @@ async def _search_all(
     used = 0
     for position in range(first, len(known) + 1):
         item = known[position - 1]
-        if time.monotonic() > deadline:
+        if search.searched and time.monotonic() > deadline:  # the first result is always searched, in part at least
             search.stopped = (
                 f'The search used its time budget ({caps.time_budget:g} s) before the {_ordinal(position)} result. '
-                f'Continue: {_again(pattern, is_regex, offset=position)}.'
+                f'Continue: {_grep_call(pattern, is_regex, offset=position)}.'
             )
             return
         payload = await open_handle(store_for(item.handle), item.handle)
@@ -176,7 +174,7 @@ async def _search_all(
         if search.searched and search.scanned_bytes + payload.size > caps.max_scan_bytes:
             search.stopped = (
                 f'Stopped before the {_ordinal(position)} result ({item.handle!r}): one search without a handle scans '
-                f'at most {caps.max_scan_bytes} bytes. Continue: {_again(pattern, is_regex, offset=position)}.'
+                f'at most {caps.max_scan_bytes} bytes. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
             )
             return
         room = max(max_matches - search.shown, 1)
@@ -205,9 +203,9 @@ async def _search_all(
             search.stopped = (
                 f'The search used its time budget ({caps.time_budget:g} s) in {item.handle!r} at line '
                 f'{result.stopped_at_line} of {payload.index.line_count}. Continue there: '
-                f'{_grep_one(pattern, is_regex, item.handle, offset=result.stopped_at_line + 1)}'
+                f'{_grep_call(pattern, is_regex, item.handle, offset=result.stopped_at_line + 1)}'
                 + (
-                    f', then the older results: {_again(pattern, is_regex, offset=position + 1)}.'
+                    f', then the older results: {_grep_call(pattern, is_regex, offset=position + 1)}.'
                     if position < len(known)
                     else '.'
                 )

@@ -162,3 +162,32 @@ async def test_a_conversation_without_spills_is_told_there_is_nothing_to_search(
             'only when it is too large to show.'
         )
     ]
+
+
+async def test_the_time_budget_stops_the_search_with_the_calls_that_continue(tmp_path: Path) -> None:
+    store = LocalFileStore(base_dir=tmp_path)
+    stored: list[str] = []
+    agent = Agent(
+        _scripted([[('fetch_page', {'number': n}) for n in (1, 2)]], stored),
+        capabilities=[OverflowingToolOutput(store=store)],
+    )
+    agent.tool_plain(name='fetch_page')(_page)
+    spilled = await agent.run('Fetch two pages.')
+    newest = re.search(r"handle '(\w+)'", stored[1])
+    assert newest is not None
+
+    # No time at all: the newest result is searched as far as the budget allows, and the answer names both calls.
+    answers: list[str] = []
+    calls = [[('grep_tool_result', {'pattern': 'launch code'})], [('grep_tool_result', {'pattern': 'x', 'offset': -1})]]
+    reader = Agent(
+        _scripted(calls, answers),
+        toolsets=[build_query_toolset(store, limits=QueryLimits(time_budget=0), route=lambda _ctx, _handle: store)],
+    )
+    await reader.run('Find the launch code.', message_history=spilled.all_messages())
+    assert 'The search used its time budget (0 s) in ' in answers[0]
+    assert f"Continue there: grep_tool_result(handle='{newest.group(1)}', pattern='launch code', offset=" in answers[0]
+    assert "then the older results: grep_tool_result(pattern='launch code', offset=2)." in answers[0]
+    # A negative offset is sent back as a retry that says what offset means without a handle.
+    assert answers[1] == (
+        'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got -1.'
+    )
