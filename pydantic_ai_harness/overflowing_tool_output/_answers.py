@@ -59,6 +59,9 @@ class QueryLimits:
     max_pattern_chars: int = 1000
     """Longest accepted pattern."""
 
+    max_scan_bytes: int = 64_000_000
+    """Most bytes one `grep_tool_result` call without a handle scans across the conversation's stored results."""
+
     time_budget: float = 0.5
     """Seconds a scan may run before it stops and reports how far it got."""
 

@@ -21,7 +21,7 @@ from ._names import GREP_TOOL_NAME
 from ._query import Line, Payload, hex_dump, read_byte_window, read_lines
 from .stores._protocol import OverflowStore
 
-__all__ = ('grep_tool_result', 'line_for_hit', 'searched_in_part')
+__all__ = ('CheckedGrep', 'check_grep_arguments', 'grep_tool_result', 'line_for_hit', 'searched_in_part')
 
 _GROUP_LABEL_RESERVE = 120
 """Characters kept for a group's label line (`-- matches at lines ... --`), which `_group_label` stays within."""
@@ -42,29 +42,13 @@ async def grep_tool_result(
     offset: int = 0,
 ) -> str:
     """The answer to `grep_tool_result` for the result `handle` holds in `store`."""
-    if offset < 0:
-        raise ModelRetry(f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}.')
-    if not pattern:
-        raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
-    check_pattern(pattern, caps)
-    if context_lines < 0:
-        raise ModelRetry(f'context_lines must be 0 or more, got {context_lines}.')
-    if max_matches < 1:
-        raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
-    notes: list[str] = []
-    if context_lines > caps.max_context_lines:
-        notes.append(f'context_lines capped at {caps.max_context_lines}')
-        context_lines = caps.max_context_lines
-    if max_matches > caps.max_matches:
-        notes.append(f'max_matches capped at {caps.max_matches}')
-        max_matches = caps.max_matches
-    try:
-        matcher = Matcher.compile(pattern, is_regex=is_regex)
-    except PatternError as exc:
-        raise ModelRetry(
-            f'pattern {show(pattern)} is not a valid regular expression: {exc}. The syntax is RE2 (Python re '
-            'without lookaround or backreferences); or pass is_regex=False to search for the text literally.'
-        ) from None
+    checked = check_grep_arguments(caps, pattern, context_lines, max_matches, is_regex, offset)
+    matcher, context_lines, max_matches, notes = (
+        checked.matcher,
+        checked.context_lines,
+        checked.max_matches,
+        checked.notes,
+    )
     payload = await open_handle(store, handle)
     if isinstance(payload, str):
         return payload
@@ -89,6 +73,53 @@ async def grep_tool_result(
         return await _render_grep(payload, search, result, notes, caps, skip)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return storage_error(payload.handle, exc)
+
+
+@dataclass(frozen=True)
+class CheckedGrep:
+    """A `grep_tool_result` call's arguments once checked: the compiled pattern and the clamped counts."""
+
+    matcher: Matcher
+    """The compiled pattern."""
+
+    context_lines: int
+    """Context lines around each match, within the cap."""
+
+    max_matches: int
+    """Most matches shown, within the cap."""
+
+    notes: list[str]
+    """What was clamped, for the answer's header."""
+
+
+def check_grep_arguments(
+    caps: QueryLimits, pattern: str, context_lines: int, max_matches: int, is_regex: bool, offset: int
+) -> CheckedGrep:
+    """The checked arguments, or `ModelRetry` with a precise message for the first wrong one."""
+    if offset < 0:
+        raise ModelRetry(f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}.')
+    if not pattern:
+        raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
+    check_pattern(pattern, caps)
+    if context_lines < 0:
+        raise ModelRetry(f'context_lines must be 0 or more, got {context_lines}.')
+    if max_matches < 1:
+        raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
+    notes: list[str] = []
+    if context_lines > caps.max_context_lines:
+        notes.append(f'context_lines capped at {caps.max_context_lines}')
+        context_lines = caps.max_context_lines
+    if max_matches > caps.max_matches:
+        notes.append(f'max_matches capped at {caps.max_matches}')
+        max_matches = caps.max_matches
+    try:
+        matcher = Matcher.compile(pattern, is_regex=is_regex)
+    except PatternError as exc:
+        raise ModelRetry(
+            f'pattern {show(pattern)} is not a valid regular expression: {exc}. The syntax is RE2 (Python re '
+            'without lookaround or backreferences); or pass is_regex=False to search for the text literally.'
+        ) from None
+    return CheckedGrep(matcher, context_lines, max_matches, notes)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from ._answers import DEFAULT_LIMIT, QueryLimits, show, storage_error
+from ._grep_all import grep_all_tool_results
 from ._grep_tool import grep_tool_result as _grep_tool_result
 from ._handles import KnownHandle, clean_handle, conversation_handles, resolved_answer
 from ._json_query_tool import PATH_QUERY_SECONDS, path_matches, query_path
@@ -39,7 +40,8 @@ _READ_DOC = (
 
 _GREP_DOC = (
     'Find lines in a stored tool output, with context and their total. '
-    "Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched."
+    "Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched. "
+    'No handle: searches every stored output of this conversation, newest first (offset: first output).'
 )
 
 _RUN: ContextVar[RunContext[Any] | None] = ContextVar('overflowing_tool_output_query_run', default=None)
@@ -94,6 +96,15 @@ def build_query_toolset(
         resolved = resolved_answer(store_for(clean_handle(handle)), handle, known, read)
         return _within_store_timeout(resolved, handle, seconds)
 
+    def grep_all(pattern: str, max_matches: int, is_regex: bool, offset: int) -> Awaitable[str]:
+        # Only the handles this run's messages carry (none outside a routed run): never a listing of the store.
+        ctx = _RUN.get() if route is not None else None
+        if route is None or ctx is None:
+            return grep_all_tool_results([], lambda _handle: store, caps, pattern, max_matches, is_regex, offset)
+        return grep_all_tool_results(
+            conversation_handles(ctx), partial(route, ctx), caps, pattern, max_matches, is_regex, offset
+        )
+
     async def read_tool_result(
         handle: str,
         offset: int = 0,
@@ -117,13 +128,17 @@ def build_query_toolset(
         return await answer(handle, caps.store_timeout, read)
 
     async def grep_tool_result(
-        handle: str,
+        handle: str = '',
+        *,
         pattern: str,
         context_lines: int = 2,
         max_matches: int = 20,
         is_regex: bool = False,
         offset: int = 0,
     ) -> str:
+        if not clean_handle(handle):
+            return await grep_all(pattern, max_matches, is_regex, offset)
+
         def grep(store: OverflowStore, meant: str) -> Awaitable[str]:
             return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset)
 

@@ -275,3 +275,27 @@ async def test_a_preview_says_how_long_the_handle_lasts_only_when_the_store_dele
     assert [line.split(' under handle')[0][-25:] for line in await first_lines(hourly)] == snapshot(
         ['ed in full for 90 minutes', 'd verbatim for 90 minutes']
     )
+
+
+async def test_the_text_of_a_search_over_every_spill_with_default_ids(tmp_path: Path) -> None:
+    def script(handles: dict[str, str]) -> Steps:
+        return [
+            [('run_tests', {}), ('fetch_report', {})],
+            [('grep_tool_result', {'pattern': 'FAILED'})],
+        ]
+
+    session = _Session(script, 'Xq3vR8bN2mKp7LwT9yZ')
+    agent = Agent(session.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='run_tests')(lambda: TEST_LOG)
+    agent.tool_plain(name='fetch_report')(lambda: REPORT)
+    await agent.run('Why is CI red?', run_id=RUN_ID)
+    *_previews, grep = session.shown
+    assert grep == snapshot("""\
+2 matching lines for 'FAILED' (literal, case-sensitive) in 2 stored results (2 stored results searched of the 2 this conversation holds, newest first; 186945 bytes). Showing all, under the handle of the result holding them:
+-- frqhfqrrw7 (fetch_report, 2001 lines): 1 matching line --
+2001| check 2000: FAILED (disk 97% full)
+-- fffen44zdz (run_tests, 4003 lines): 1 matching line --
+2020| tests/test_17.py::test_case_2017 FAILED
+(Read around a match with its handle and line: read_tool_result(handle='frqhfqrrw7', offset=1996); one result with context: grep_tool_result(handle='frqhfqrrw7', pattern='FAILED').)\
+""")
+    assert cl100k_counter()(grep) == snapshot(177)

@@ -1,0 +1,218 @@
+"""`grep_tool_result` without a handle: one search over every stored result of the conversation, newest first.
+
+Only the handles the conversation's messages carry are searched (never a listing of the store), each match is
+named by its handle and line, and the search stays within the caps of one call: its time budget, its output size
+and a total of bytes scanned ([`QueryLimits.max_scan_bytes`][]). The answer says which bound stopped it and the
+call that continues.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from pydantic_ai import ModelRetry
+
+from ._answers import FRAME_RESERVE, QueryLimits, counted, read_call, render_line, show
+from ._grep import grep_lines
+from ._grep_tool import check_grep_arguments, line_for_hit
+from ._handles import KnownHandle, open_handle
+from ._matcher import Matcher
+from ._names import GREP_TOOL_NAME
+from .stores._protocol import OverflowStore
+
+__all__ = ('grep_all_tool_results',)
+
+_LINES_BEFORE = 5
+"""A suggested read starts this many lines above a match."""
+
+
+@dataclass
+class _Search:
+    """What the search over the stored results found so far."""
+
+    lines: list[str] = field(default_factory=list[str])
+    """The rendered answer body: a label per result with matches, then its matching lines."""
+
+    matches: int = 0
+    """Matching lines counted in every result searched."""
+
+    shown: int = 0
+    """Matching lines shown."""
+
+    results_with_matches: int = 0
+    """Results holding at least one match."""
+
+    searched: int = 0
+    """Results searched (whole or in part)."""
+
+    scanned_bytes: int = 0
+    """Bytes of the results searched."""
+
+    skipped: list[str] = field(default_factory=list[str])
+    """Handles not searched: binary, cleaned up, or unreadable."""
+
+    stopped: str = ''
+
+    first: tuple[str, int] | None = None
+    """The handle and line of the first match shown, for the example calls."""
+    """Why and where the search stopped before the last result, with the calls that continue it."""
+
+
+def _grep_call(pattern: str, is_regex: bool, handle: str = '', **arguments: object) -> str:
+    """The `grep_tool_result` call that searches on: one result (`handle`) or, without one, every result."""
+    named = {'handle': handle} if handle else {}
+    named |= {'pattern': pattern, **({'is_regex': True} if is_regex else {}), **arguments}
+    return f'{GREP_TOOL_NAME}({", ".join(f"{name}={value!r}" for name, value in named.items())})'
+
+
+async def grep_all_tool_results(
+    known: Sequence[KnownHandle],
+    store_for: Callable[[str], OverflowStore],
+    caps: QueryLimits,
+    pattern: str,
+    max_matches: int = 20,
+    is_regex: bool = False,
+    offset: int = 0,
+) -> str:
+    """The answer to `grep_tool_result` without a handle: `pattern` in each of `known`, newest first.
+
+    `offset` is the 1-based position (newest first) of the first result searched, so a search that stopped at a
+    bound continues where it stopped.
+    """
+    if offset < 0:
+        raise ModelRetry(
+            f'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got {offset}.'
+        )
+    checked = check_grep_arguments(caps, pattern, 0, max_matches, is_regex, 0)
+    if not known:
+        return (
+            'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '
+            'only when it is too large to show.'
+        )
+    first = max(offset, 1)
+    if first > len(known):
+        return f'offset={offset} is past the end: this conversation has {counted(len(known), "stored result")}.'
+    search = _Search()
+    kind = 'regex' if is_regex else 'literal, case-sensitive'
+    with anyio.move_on_after(caps.store_timeout) as scope:
+        await _search_all(
+            known, store_for, caps, checked.matcher, checked.max_matches, pattern, is_regex, first, search
+        )
+    if scope.cancelled_caught:
+        search.stopped = (
+            f'The storage did not answer within {caps.store_timeout:g} s; results after the first '
+            f'{first - 1 + search.searched} were not searched. Continue: {_grep_call(pattern, is_regex, offset=first + search.searched)}.'
+        )
+    scope_text = (
+        f'{counted(search.searched, "stored result")} searched of the {len(known)} this conversation holds, newest '
+        f'first{f", from the {_ordinal(first)}" if first > 1 else ""}; {search.scanned_bytes} bytes'
+    )
+    notes = [*checked.notes]
+    if not search.matches:
+        text = f'No line matches {show(pattern)} ({kind}; {scope_text}).'
+    else:
+        shown = 'all' if search.shown == search.matches else f'the first {search.shown}'
+        text = (
+            f'{counted(search.matches, "matching line")} for {show(pattern)} ({kind}) in '
+            f'{counted(search.results_with_matches, "stored result")} ({scope_text}). Showing {shown}, under the '
+            'handle of the result holding them:'
+        )
+    if notes:
+        text += f' [{"; ".join(notes)}]'
+    footer: list[str] = []
+    if search.first is not None:
+        handle, line = search.first
+        footer.append(
+            f'Read around a match with its handle and line: {read_call(handle, offset=max(1, line - _LINES_BEFORE))}; '
+            f'one result with context: {_grep_call(pattern, is_regex, handle)}.'
+        )
+    if search.matches > search.shown:
+        footer.append(
+            f'{counted(search.matches - search.shown, "more matching line")} not shown: grep the result holding '
+            'them by its handle (each label gives its count).'
+        )
+    if search.skipped:
+        footer.append(f'Not searched (binary, cleaned up, or unreadable): {", ".join(search.skipped[:10])}.')
+    if search.stopped:
+        footer.append(search.stopped)
+    tail = [f'({" ".join(footer)})'] if footer else []
+    return '\n'.join([text, *search.lines, *tail])
+
+
+async def _search_all(
+    known: Sequence[KnownHandle],
+    store_for: Callable[[str], OverflowStore],
+    caps: QueryLimits,
+    matcher: Matcher,
+    max_matches: int,
+    pattern: str,
+    is_regex: bool,
+    first: int,
+    search: _Search,
+) -> None:
+    deadline = time.monotonic() + caps.time_budget
+    budget = caps.max_output_chars - FRAME_RESERVE
+    used = 0
+    for position in range(first, len(known) + 1):
+        item = known[position - 1]
+        if search.searched and time.monotonic() > deadline:  # the first result is always searched, in part at least
+            search.stopped = (
+                f'The search used its time budget ({caps.time_budget:g} s) before the {_ordinal(position)} result. '
+                f'Continue: {_grep_call(pattern, is_regex, offset=position)}.'
+            )
+            return
+        payload = await open_handle(store_for(item.handle), item.handle)
+        if isinstance(payload, str):
+            search.skipped.append(item.handle)
+            continue
+        if payload.index.is_binary:
+            search.skipped.append(item.handle)
+            continue
+        if search.searched and search.scanned_bytes + payload.size > caps.max_scan_bytes:
+            search.stopped = (
+                f'Stopped before the {_ordinal(position)} result ({item.handle!r}): one search without a handle scans '
+                f'at most {caps.max_scan_bytes} bytes. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
+            )
+            return
+        room = max(max_matches - search.shown, 1)
+        result = await grep_lines(payload, matcher, max_hits=room, deadline=deadline)
+        search.searched += 1
+        search.scanned_bytes += result.stopped_at_byte
+        search.matches += result.total
+        if result.total:
+            search.results_with_matches += 1
+            more = '' if result.complete else 'at least '
+            search.lines.append(
+                f'-- {item.handle} ({item.tool_name}, {payload.index.line_count} lines): '
+                f'{more}{counted(result.total, "matching line")} --'
+            )
+            used += 80
+            for hit in result.hits[: max(max_matches - search.shown, 0)]:
+                line = await line_for_hit(payload, hit, caps)
+                rendered = render_line(line, len(str(hit.line)))
+                if used + len(rendered) + 1 > budget:
+                    break
+                used += len(rendered) + 1
+                search.lines.append(rendered)
+                search.shown += 1
+                search.first = search.first or (item.handle, hit.line)
+        if not result.complete:
+            search.stopped = (
+                f'The search used its time budget ({caps.time_budget:g} s) in {item.handle!r} at line '
+                f'{result.stopped_at_line} of {payload.index.line_count}. Continue there: '
+                f'{_grep_call(pattern, is_regex, item.handle, offset=result.stopped_at_line + 1)}'
+                + (
+                    f', then the older results: {_grep_call(pattern, is_regex, offset=position + 1)}.'
+                    if position < len(known)
+                    else '.'
+                )
+            )
+            return
+
+
+def _ordinal(number: int) -> str:
+    suffix = 'th' if 10 <= number % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(number % 10, 'th')
+    return f'{number}{suffix}'
