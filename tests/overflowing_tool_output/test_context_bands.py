@@ -70,3 +70,12 @@ def test_a_bad_share_or_tighten_is_reported_at_construction() -> None:
         Band(over=1, action=Passthrough(), share=0.1, tighten=-0.1)
     with pytest.raises(ValueError, match=r'Band\.tighten needs Band\.share'):
         Band(over=1, action=Passthrough(), tighten=0.5)
+
+
+def test_a_spec_band_takes_share_and_tighten_and_names_a_bad_one() -> None:
+    capability = OverflowingToolOutput.from_spec(
+        bands=[{'over': 20_000, 'action': {'Truncate': {}}, 'share': 0.05, 'tighten': 0.5}]
+    )
+    assert capability.bands_for('any') == (Band(over=20_000, action=Truncate(), share=0.05, tighten=0.5),)
+    with pytest.raises(Exception, match=r'bands\[0\]\.share: Band\.share must be'):
+        OverflowingToolOutput.from_spec(bands=[{'over': 1, 'action': 'Passthrough', 'share': 2}])
