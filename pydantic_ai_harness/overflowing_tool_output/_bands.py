@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from pydantic_ai.exceptions import UserError
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+    from pydantic_ai.tools import RunContext
 
 from .._typing import is_instance, is_int
 
@@ -251,16 +254,33 @@ class Band:
     """A size band: returns whose measured size reaches `over` run `action`."""
 
     over: int
-    """The inclusive threshold, in characters (or tokens with `over_tokens=True`)."""
+    """The inclusive threshold, in characters (or tokens with `over_tokens=True`); with `share`, the fallback used
+    when the model's context window is unknown. Bands are tried from the largest `over` down."""
 
     action: Action
     """What to do with a return in this band."""
+
+    _: KW_ONLY
+
+    share: float | None = None
+    """Opt-in: the threshold as this share of the model's context window, in tokens (the return is measured in
+    tokens for this band); `over` applies when the window is unknown. Between 0 (exclusive) and 1."""
+
+    tighten: float = 0.0
+    """With `share`: how much the share shrinks as the window fills; the share used is
+    `share * (1 - tighten * used)`, `used` being the filled fraction of the window (0 to 1). Between 0 and 1."""
 
     def __post_init__(self) -> None:
         if not is_int(self.over):
             raise TypeError(f'Band.over must be an int, got {type(self.over).__name__}')
         if self.over < 0:
             raise ValueError(f'Band.over must not be negative, got {self.over}')
+        if self.share is not None and not (is_instance(self.share, (int, float)) and 0 < self.share <= 1):
+            raise ValueError(f'Band.share must be a number in (0, 1], got {self.share!r}')
+        if not (is_instance(self.tighten, (int, float)) and 0 <= self.tighten <= 1):
+            raise ValueError(f'Band.tighten must be a number in [0, 1], got {self.tighten!r}')
+        if self.tighten and self.share is None:
+            raise ValueError('Band.tighten needs Band.share: it tightens the share of the context window')
         if not is_instance(self.action, _ACTION_TYPES):
             raise TypeError(
                 f'Band.action must be Passthrough(), Truncate(), Spill() or Summarize(), got {type(self.action).__name__}'
@@ -287,10 +307,51 @@ def sorted_bands(bands: Sequence[Band], where: str) -> tuple[Band, ...]:
     return tuple(sorted(bands, key=lambda band: band.over, reverse=True))
 
 
-def pick_band(bands: tuple[Band, ...], size: int) -> Band | None:
-    """The band with the largest threshold that `size` reaches, from bands sorted descending."""
+def uses_context(bands: tuple[Band, ...]) -> bool:
+    """Whether a band's threshold is a share of the model's context window."""
+    return any(band.share is not None for band in bands)
+
+
+def context_of(ctx: RunContext[Any], bands: tuple[Band, ...]) -> tuple[int | None, float | None]:
+    """The model's context window in tokens and its filled fraction, each `None` when unknown or not needed."""
+    if not uses_context(bands):
+        return None, None
+    try:
+        return ctx.model.context_window, ctx.context_window_used
+    except UserError:  # a durable run context can leave the live model out at an activity boundary
+        return None, None
+
+
+def context_threshold(band: Band, window: int | None, used: float | None) -> int | None:
+    """A `share` band's threshold in tokens for a `window`-token context filled to `used`; `None`: use `over`."""
+    if band.share is None or window is None or window <= 0:
+        return None
+    filled = min(max(used or 0.0, 0.0), 1.0)
+    return max(1, int(window * band.share * (1 - band.tighten * filled)))
+
+
+def pick_band(
+    bands: tuple[Band, ...],
+    size: int,
+    *,
+    tokens: Callable[[], int] | None = None,
+    window: int | None = None,
+    used: float | None = None,
+) -> Band | None:
+    """The first band, from bands sorted descending by `over`, whose threshold `size` reaches.
+
+    A `share` band with a known `window` compares the return's token count (`tokens()`, counted once) to its
+    share of the window instead.
+    """
+    counted: int | None = None
     for band in bands:
-        if size >= band.over:
+        threshold = context_threshold(band, window, used)
+        if threshold is None or tokens is None:
+            if size >= band.over:
+                return band
+            continue
+        counted = tokens() if counted is None else counted
+        if counted >= threshold:
             return band
     return None
 

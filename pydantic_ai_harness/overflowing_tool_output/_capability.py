@@ -30,9 +30,11 @@ from ._bands import (
     Summarize,
     Truncate,
     action_chain,
+    context_of,
     default_bands,
     pick_band,
     sorted_bands,
+    uses_context,
 )
 from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
@@ -373,6 +375,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         bands = self.bands_for(tool_name)
         if not bands:
             return True
+        if uses_context(bands):
+            return False  # a share of the context window is known only in the run
         size = estimate_tokens(text) if self.over_tokens else len(text)
         return size < bands[-1].over
 
@@ -440,7 +444,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
         if tokenizer_error is not None:
             warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
-        band = pick_band(bands, size) if bands else None
+        window, used = context_of(ctx, bands)
+        count = partial(measure, rendered, over_tokens=True, tokenizer=self.tokenizer)
+        band = pick_band(bands, size, tokens=lambda: count()[0], window=window, used=used) if bands else None
         if band is None:
             return left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':

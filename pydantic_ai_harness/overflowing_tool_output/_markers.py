@@ -8,6 +8,7 @@ from typing import Literal
 
 __all__ = (
     'SpillSummary',
+    'cut_here_marker',
     'format_bytes',
     'kept_for',
     'spill_header',
@@ -70,7 +71,7 @@ NARROWER_ADVICE = '; call the tool again with narrower arguments to see them'
 def truncation_marker(
     *, omitted: int, total: int, first_line: int, last_line: int, where: Literal['start', 'middle', 'end', 'all']
 ) -> str:
-    """The note that replaces the part `Truncate` cut out.
+    """The notice that opens a text `Truncate` cut: the first line says what was lost, before any kept text.
 
     Args:
         omitted: Characters cut.
@@ -79,9 +80,18 @@ def truncation_marker(
         last_line: Last line touched by the cut.
         where: Which part was cut.
     """
-    lines = f'line {first_line}' if first_line == last_line else f'lines {first_line}-{last_line}'
     what = {'start': 'the first', 'middle': 'the middle', 'end': 'the last', 'all': 'all'}[where]
-    return f'[truncated: {what} {omitted} of {total} characters ({lines}) omitted here and not kept{NARROWER_ADVICE}]'
+    lines = _line_span(first_line, last_line)
+    return f'[truncated: {what} {omitted} of {total} characters ({lines}) omitted and not kept{NARROWER_ADVICE}]'
+
+
+def cut_here_marker(*, first_line: int, last_line: int) -> str:
+    """The short note left where a cut removed text from the middle or the end (the first line has the notice)."""
+    return f'[{_line_span(first_line, last_line)} omitted here]'
+
+
+def _line_span(first_line: int, last_line: int) -> str:
+    return f'line {first_line}' if first_line == last_line else f'lines {first_line}-{last_line}'
 
 
 def unrenderable_note(type_name: str) -> str:

@@ -49,6 +49,12 @@ class BandSpec(TypedDict):
     action: ActionSpec
     """The action, by name or as `{Name: {field: value}}`."""
 
+    share: NotRequired[float]
+    """The threshold as a share of the model's context window (see `Band.share`)."""
+
+    tighten: NotRequired[float]
+    """How much the share shrinks as the window fills (see `Band.tighten`)."""
+
 
 class StoreSpec(TypedDict):
     """A `LocalFileStore` as data; `{'RedisStore': {...}}` and `{'ObjectStore': {...}}` name the fleet stores."""
@@ -117,23 +123,26 @@ def parse_action(spec: Any, where: str) -> Action:
 
 
 def parse_band(spec: Any, where: str) -> Band:
-    """Parse `{'over': N, 'action': ...}` into a band."""
+    """Parse `{'over': N, 'action': ..., 'share': S, 'tighten': T}` (the last two optional) into a band."""
     if isinstance(spec, Band):
         return spec
     if not is_mapping(spec):
         raise SpecError(f"{where}: expected a mapping with 'over' and 'action', got {spec!r}")
     band = spec
-    unknown = set(band) - {'over', 'action'}
+    unknown = set(band) - {'over', 'action', 'share', 'tighten'}
     if unknown:
-        raise SpecError(f"{where}.{min(unknown)}: unknown field; a band has only 'over' and 'action'")
+        raise SpecError(
+            f"{where}.{min(unknown)}: unknown field; a band has only 'over', 'action', 'share' and 'tighten'"
+        )
     for required in ('over', 'action'):
         if required not in band:
             raise SpecError(f'{where}.{required}: missing')
     action = parse_action(band['action'], f'{where}.action')
     try:
-        return Band(over=band['over'], action=action)
+        return Band(over=band['over'], action=action, share=band.get('share'), tighten=band.get('tighten', 0.0))
     except (TypeError, ValueError) as exc:
-        raise SpecError(f'{where}.over: {exc}') from None
+        field_name = next((name for name in ('share', 'tighten') if f'Band.{name}' in str(exc)), 'over')
+        raise SpecError(f'{where}.{field_name}: {exc}') from None
 
 
 def parse_bands(spec: Any, where: str) -> list[Band]:

@@ -1,8 +1,9 @@
 """Truncation within a character budget, marker included.
 
-Text is cut at its head, tail or both ends, on a nearby line boundary. A structured value (sent as JSON) is cut
-between whole list items or dict entries instead, so what is left is still valid JSON, and a marker item says
-how many were left out.
+Text is cut at its head, tail or both ends, on a nearby line boundary; its first line is a notice saying what was
+cut (a model that reads a plausible tail must not take it for the whole text), and a short marker stays where text
+was cut from the middle or the end. A structured value (sent as JSON) is cut between whole list items or dict
+entries instead, so what is left is still valid JSON, and a marker item says how many were left out.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from .._typing import is_dict, is_list, type_of
 from ._bands import Truncate, TruncationStrategy
-from ._markers import NARROWER_ADVICE, truncation_marker
+from ._markers import NARROWER_ADVICE, cut_here_marker, truncation_marker
 from ._render import Rendered
 from ._unit import ActionContext, Reduced
 
@@ -95,13 +96,14 @@ def truncate_text(text: str, max_chars: int, strategy: TruncationStrategy, *, ke
     total = len(text)
     if total <= max_chars:
         return text
-    # Reserve room for the longest marker this text could need (its numbers are at most the totals), plus the
-    # two newlines around it; line snapping only ever shrinks the kept parts, so the result always fits.
+    # Reserve room for the longest notice and cut marker this text could need (their numbers are at most the
+    # totals), plus the newlines after the notice and around the marker; line snapping only ever shrinks the kept
+    # parts, so the result always fits.
     total_lines = text.count('\n') + 1
     longest = truncation_marker(
         omitted=total, total=total, first_line=total_lines, last_line=total_lines + 1, where='middle'
-    )
-    keep = max(max_chars - len(longest) - 2, 0)
+    ) + cut_here_marker(first_line=total_lines, last_line=total_lines + 1)
+    keep = max(max_chars - len(longest) - 3, 0)
     if keep_tail_lines and strategy is not TruncationStrategy.tail:
         reserved = _tail_lines_start(text, keep_tail_lines)
         if reserved and total - reserved <= keep:
@@ -128,7 +130,8 @@ _CUT_PLACE: dict[TruncationStrategy, Literal['start', 'middle', 'end']] = {
 }
 
 
-def _marker_for(text: str, cut: Cut, total: int, strategy: TruncationStrategy) -> str:
+def _marker_for(text: str, cut: Cut, total: int, strategy: TruncationStrategy) -> tuple[str, str]:
+    """The notice that opens the cut text, and the marker left where the text was cut."""
     omitted = cut.tail_start - cut.head_end
     first_line = text.count('\n', 0, cut.head_end) + 1
     last_line = first_line + text.count('\n', cut.head_end, cut.tail_start)
@@ -138,17 +141,19 @@ def _marker_for(text: str, cut: Cut, total: int, strategy: TruncationStrategy) -
         last_line -= 1  # a final newline ends the last line; it does not start another
     last_line = max(first_line, last_line)
     where = _CUT_PLACE[strategy]
-    marker = truncation_marker(omitted=omitted, total=total, first_line=first_line, last_line=last_line, where=where)
+    notice = truncation_marker(omitted=omitted, total=total, first_line=first_line, last_line=last_line, where=where)
+    if not cut.head_end:
+        return notice, ''  # the cut is at the start: the notice stands where the text was cut
     # The marker sits on a line of its own.
-    before = '\n' if cut.head_end and text[cut.head_end - 1] != '\n' else ''
+    before = '' if text[cut.head_end - 1] == '\n' else '\n'
     after = '\n' if cut.tail_start < total else ''
-    return f'{before}{marker}{after}'
+    return notice, f'{before}{cut_here_marker(first_line=first_line, last_line=last_line)}{after}'
 
 
-def _assemble(text: str, cut: Cut, marker: str) -> str:
-    head = text[: cut.head_end]
-    tail = text[cut.tail_start :]
-    return f'{head}{marker}{tail}'
+def _assemble(text: str, cut: Cut, marker: tuple[str, str]) -> str:
+    notice, in_place = marker
+    kept = f'{text[: cut.head_end]}{in_place}{text[cut.tail_start :]}'
+    return f'{notice}\n{kept}' if kept else notice
 
 
 # --- structured values ------------------------------------------------------------------------------------

@@ -340,6 +340,7 @@ async def test_truncate_marker_says_what_was_omitted() -> None:
     text = ''.join(f'{i}: log line\n' for i in range(1, 2_001))
     run = await run_tool(cap(Band(over=1_000, action=Truncate(max_chars=400))), text)
     assert run.returned() == snapshot("""\
+[truncated: the middle 28680 of 28893 characters (lines 10-1993) omitted and not kept]
 1: log line
 2: log line
 3: log line
@@ -349,9 +350,7 @@ async def test_truncate_marker_says_what_was_omitted() -> None:
 7: log line
 8: log line
 9: log line
-10: log line
-[truncated: the middle 28652 of 28893 characters (lines 11-1992) omitted here and not kept]
-1993: log line
+[lines 10-1993 omitted here]
 1994: log line
 1995: log line
 1996: log line
@@ -404,7 +403,9 @@ async def test_text_list_content_is_reduced_as_one_text() -> None:
     envelope = ToolReturn(return_value='ok', content=['a' * 3_000, 'b' * 3_000])
     run = await run_tool(cap(Band(over=1_000, action=Truncate(max_chars=400))), envelope)
     [content] = run.user_texts()
-    assert content.startswith('aaa') and content.endswith('bbb') and len(content) <= 400
+    notice, kept = content.split('\n', 1)
+    assert notice.startswith('[truncated: the middle') and kept.startswith('aaa') and content.endswith('bbb')
+    assert len(content) <= 400
 
 
 async def test_multimodal_content_that_overflows_is_left_with_a_warning() -> None:

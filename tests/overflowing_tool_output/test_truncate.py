@@ -27,12 +27,13 @@ def test_head_tail_keeps_both_ends_on_line_boundaries() -> None:
     out = truncate_text(LOG, 600, TruncationStrategy.head_tail)
     assert len(out) <= 600
     assert out == snapshot("""\
+[truncated: the middle 7790 of 8200 characters (lines 6-195) omitted and not kept; call the tool again with narrower arguments to see them]
 line 0001 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0002 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0003 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0004 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0005 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
-[truncated: the middle 7790 of 8200 characters (lines 6-195) omitted here and not kept; call the tool again with narrower arguments to see them]
+[lines 6-195 omitted here]
 line 0196 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0197 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 line 0198 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
@@ -43,8 +44,9 @@ line 0200 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 
 def test_head_keeps_the_start() -> None:
     out = truncate_text(LOG, 400, TruncationStrategy.head)
-    assert out.startswith('line 0001')
-    assert out.endswith(('to see them]\n', 'to see them]'))
+    notice, kept = out.split('\n', 1)
+    assert notice.startswith('[truncated: the last') and kept.startswith('line 0001')
+    assert notice.endswith('to see them]') and out.endswith('[lines 6-200 omitted here]')
     assert 'the last' in out
     assert len(out) <= 400
 
@@ -60,7 +62,7 @@ def test_single_huge_line_is_cut_mid_line() -> None:
     text = 'a' * 1_000_000
     out = truncate_text(text, 1_000, TruncationStrategy.head_tail)
     assert len(out) <= 1_000
-    assert out.startswith('aaa') and out.endswith('aaa')
+    assert out.startswith('[truncated: the middle') and out.split('\n')[1].startswith('aaa') and out.endswith('aaa')
     assert re.search(r'the middle 99\d{4} of 1000000 characters', out), out[400:700]  # the omitted count
 
 
@@ -155,7 +157,7 @@ def test_one_huge_record_is_cut_inside_and_stays_valid() -> None:
     out = truncate_structured([{'blob': 'é"\\' * 50_000}], 400, TruncationStrategy.head)
     assert out is not None and len(out) <= 400
     [record] = json.loads(out)
-    assert record['blob'].startswith('é"\\') and '[truncated: the last' in record['blob']
+    assert record['blob'].startswith('[truncated: the last') and record['blob'].split('\n')[1].startswith('é"\\')
 
 
 def test_a_marker_key_never_overwrites_a_real_one() -> None:
@@ -236,7 +238,7 @@ def test_the_marker_counts_lines_exactly_when_the_text_ends_with_a_newline() -> 
 async def test_the_marker_advises_narrower_arguments_only_to_a_tool_that_takes_some() -> None:
     capability = OverflowingToolOutput(bands=[Band(over=1_000, action=Truncate())])
     without = await run_tool(capability, 'line\n' * 5_000)
-    assert 'omitted here and not kept]' in without.returned() and 'narrower arguments' not in without.returned()
+    assert 'omitted and not kept]' in without.returned() and 'narrower arguments' not in without.returned()
 
     agent = Agent(call_tools_once(('search', {'query': 'all'})), capabilities=[capability])
 
@@ -257,12 +259,13 @@ BUILD_LOG = ''.join(f'step {i} ' + 'x' * 40 + '\n' for i in range(1, 201)) + VER
 async def test_keep_tail_lines_keeps_the_last_lines_whole_in_an_agent_run(strategy: TruncationStrategy) -> None:
     action = Truncate(max_chars=600, strategy=strategy, keep_tail_lines=2)
     content = (await run_tool(OverflowingToolOutput(bands=[Band(over=1_000, action=action)]), BUILD_LOG)).returned()
-    assert len(content) <= 600 and content.startswith('step 1 ')
+    notice, kept = content.split('\n', 1)
+    assert len(content) <= 600 and notice.startswith('[truncated: the middle') and kept.startswith('step 1 ')
     # The strategy spends what is left before the two kept lines; the marker sits where the cut is.
     assert content.endswith(VERDICT)
-    assert re.search(r'omitted here and not kept\]\n(step \d+ x+\n)*' + re.escape(VERDICT) + '$', content), content
+    assert re.search(r'omitted here\]\n(step \d+ x+\n)*' + re.escape(VERDICT) + '$', content), content
     if strategy is TruncationStrategy.head:
-        assert content.count('step 200') == 0 and '\n[truncated' in content
+        assert content.count('step 200') == 0 and '\n[lines 9-200 omitted here]\n' in content
 
 
 def test_keep_tail_lines_counts_lines_as_upstream_does() -> None:
