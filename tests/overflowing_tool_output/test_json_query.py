@@ -494,13 +494,14 @@ class _CountingStore(LocalFileStore):
 async def test_a_path_query_cancelled_midway_finishes_its_reads(tmp_path: Path) -> None:
     """Cancelling the call (a run cancelled, an outer timeout) while the query's worker reads through the event loop
     cancelled the read in flight, and the worker then ran on to its 30 s budget: a 1 s query held the tool call for
-    40 s. The query is shielded now: every read completes, and the call returns as soon as it is done."""
+    40 s. The query is shielded now: every read completes, and the call returns as soon as it is done. (100,000
+    orders: a query of some seconds, so the 0.3 s deadline always falls inside it; 20,000 took 0.3-0.45 s.)"""
     import anyio
 
     from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
 
     store = _CountingStore(base_dir=tmp_path)
-    handle = await store.write('r/c/0', stored(orders(20_000)))
+    handle = await store.write('r/c/0', stored(orders(100_000)))
     read: Any = build_query_toolset(store).tools['read_tool_result'].function
     with anyio.move_on_after(0.3) as scope:
         await read(handle=handle, path="$.data[?@.status=='stuck'].id")
