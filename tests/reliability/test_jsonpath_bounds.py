@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +53,6 @@ def _stored(value: Any) -> bytes:
 @pytest.fixture(scope='module')
 def texts() -> dict[str, bytes]:
     return {'rows': _stored(ROWS), 'grid': _stored(GRID)}
-
-
-@pytest.fixture
-def frozen_heap() -> Iterator[None]:
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _query(text: bytes, query: str, *, max_matches: int = 100, **limits: Any) -> Any:

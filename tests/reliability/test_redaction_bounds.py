@@ -10,10 +10,8 @@ redactor's work, not the other processes of a shared machine.
 
 from __future__ import annotations
 
-import gc
 import random
 import time
-from collections.abc import Iterator
 
 import pytest
 from pydantic_ai import Agent
@@ -61,17 +59,6 @@ def _repeat(text: str, size: int) -> str:
 @pytest.fixture(scope='module')
 def redactor() -> Redactor:
     return Redactor.from_setting(SecretRedaction())
-
-
-@pytest.fixture
-def frozen_heap() -> Iterator[None]:
-    """The test's own payloads moved out of the collector's reach, so a collection pause is not timed."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _timed(redactor: Redactor, text: str) -> tuple[float, dict[str, int]]:

@@ -10,12 +10,10 @@ measured ones printed by these tests.
 
 from __future__ import annotations
 
-import gc
 import random
 import re
 import string
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +57,6 @@ def leaked(secret: str, text: str | bytes) -> bool:
     if isinstance(text, bytes):
         text = text.decode('utf-8', 'replace')
     return any(secret[i : i + 8] in text for i in range(len(secret) - 7))
-
-
-@pytest.fixture
-def frozen_heap() -> Iterator[None]:
-    """The test's own payloads moved out of the collector's reach, so a collection walking them is not timed."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class Measured:

@@ -13,6 +13,7 @@ from pydantic_ai import Agent, BinaryContent, ToolReturn, models
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     TextPart,
     ToolCallPart,
@@ -38,8 +39,8 @@ def leaked(secret: str, data: str | bytes) -> bool:
     return any(needle[i : i + 8] in data for i in range(len(secret) - 7))  # pyright: ignore[reportOperatorIssue]
 
 
-async def run_one(result: object, tmp_path: Path) -> tuple[ToolReturnPart, OverflowingToolOutput[Any]]:
-    """One real run whose tool returns `result`; the part the model was sent, and the capability."""
+async def sent_parts(result: object, tmp_path: Path) -> tuple[list[ModelRequestPart], OverflowingToolOutput[Any]]:
+    """One real run whose tool returns `result`; the parts of the request the model was sent next, and the capability."""
     seen: list[list[ModelMessage]] = []
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -50,7 +51,13 @@ async def run_one(result: object, tmp_path: Path) -> tuple[ToolReturnPart, Overf
     agent = Agent(FunctionModel(respond), capabilities=[capability])
     agent.tool_plain(name='env')(lambda: result)
     await agent.run('go')
-    [part] = [p for m in seen[1] if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    return [part for message in seen[1] if isinstance(message, ModelRequest) for part in message.parts], capability
+
+
+async def run_one(result: object, tmp_path: Path) -> tuple[ToolReturnPart, OverflowingToolOutput[Any]]:
+    """One real run whose tool returns `result`; the tool return the model was sent, and the capability."""
+    parts, capability = await sent_parts(result, tmp_path)
+    [part] = [part for part in parts if isinstance(part, ToolReturnPart)]
     return part, capability
 
 
@@ -135,17 +142,7 @@ def test_the_stepwise_parse_refuses_what_json_loads_refuses(bad: str) -> None:
 async def test_a_token_split_mid_token_across_two_content_parts_is_withheld(tmp_path: Path) -> None:
     head, tail = GITHUB[:12], GITHUB[12:]
     envelope = ToolReturn(return_value='see content', content=[f'export GITHUB_TOKEN={head}', f'{tail}\nnext'])
-    seen: list[list[ModelMessage]] = []
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(list(messages))
-        return ModelResponse(parts=[ToolCallPart('env', {})] if len(seen) == 1 else [TextPart('done')])
-
-    capability = OverflowingToolOutput[Any](store=LocalFileStore(base_dir=tmp_path), redact_secrets=SecretRedaction())
-    agent = Agent(FunctionModel(respond), capabilities=[capability])
-    agent.tool_plain(name='env')(lambda: envelope)
-    await agent.run('go')
-    returns = [part for message in seen[1] if isinstance(message, ModelRequest) for part in message.parts]
+    returns, _ = await sent_parts(envelope, tmp_path)
     sent = ''.join(str(part.content) for part in returns if isinstance(part, ToolReturnPart | UserPromptPart))
     assert 'export GITHUB_TOKEN=[secret withheld: GitHub Token]' in sent
     assert not leaked(GITHUB[:12], sent) and not leaked(GITHUB[12:], sent)
