@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
-from ._config import SummaryRole, check_flag, check_history_mapper, check_input_filter, check_summary_role
+from ._config import SummaryRole, check_history_settings
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import nest_off_loop
 from ._history import (
@@ -68,11 +68,7 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
     history."""
 
     def __post_init__(self) -> None:
-        check_input_filter(self.input_filter)
-        check_flag('nest_handoff_history', self.nest_handoff_history)
-        check_history_mapper(self.history_mapper)
-        check_summary_role(self.summary_role)
-        check_flag('forward_system_prompt', self.forward_system_prompt)
+        check_history_settings(self)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

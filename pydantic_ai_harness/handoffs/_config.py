@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic_ai.exceptions import UserError
 
@@ -15,6 +15,7 @@ __all__ = (
     'SummaryRole',
     'check_flag',
     'check_history_mapper',
+    'check_history_settings',
     'check_input_filter',
     'check_max_record_chars',
     'check_summary_role',
@@ -59,6 +60,28 @@ def check_history_mapper(value: object) -> None:
         raise UserError(f'Invalid history mapper: {value}')
 
 
+class _HistorySettings(Protocol):
+    @property
+    def input_filter(self) -> object: ...
+    @property
+    def nest_handoff_history(self) -> object: ...
+    @property
+    def history_mapper(self) -> object: ...
+    @property
+    def summary_role(self) -> object: ...
+    @property
+    def forward_system_prompt(self) -> object: ...
+
+
+def check_history_settings(settings: _HistorySettings) -> None:
+    """The checks of the settings `HandoffConfig` and `HandoffHistory` share, each naming its setting."""
+    check_input_filter(settings.input_filter)
+    check_flag('nest_handoff_history', settings.nest_handoff_history)
+    check_history_mapper(settings.history_mapper)
+    check_summary_role(settings.summary_role)
+    check_flag('forward_system_prompt', settings.forward_system_prompt)
+
+
 @dataclass(frozen=True)
 class HandoffConfig:
     """Run-level handoff settings, the analogue of the OpenAI Agents SDK's `RunConfig` handoff fields.
@@ -90,11 +113,7 @@ class HandoffConfig:
     one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
 
     def __post_init__(self) -> None:
-        check_input_filter(self.input_filter)
-        check_flag('nest_handoff_history', self.nest_handoff_history)
-        check_history_mapper(self.history_mapper)
-        check_summary_role(self.summary_role)
-        check_flag('forward_system_prompt', self.forward_system_prompt)
+        check_history_settings(self)
         check_max_record_chars(self.max_record_chars)
 
 
