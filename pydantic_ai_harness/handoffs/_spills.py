@@ -110,11 +110,12 @@ def _unreadable_note(handles: Sequence[str]) -> str:
 
 
 _HANDLE_MENTION = re.compile(
-    r"(?:Saved in full|Saved verbatim|The full original is saved|the full record is saved) under handle '([^'\n]+)'"
+    r'(?:Saved in full|Saved verbatim|The full original is saved|the full record is saved)(?: for \d+ \w+)? '
+    r"under handle '([^'\n]+)'"
     r'|under handle "([^"\n]+)"'
 )
-"""How a spill preview, a binary spill, a summary marker and a cut record name their handle; earlier releases
-quoted it in double quotes. Only these texts of the capability's own: any other text may name a "handle"."""
+"""How a spill preview, a binary spill, a summary marker, an aged return's stub and a cut record name their handle
+(with how long a store that expires payloads keeps it: "for 7 days"); earlier releases quoted it in double quotes. Only these texts of the capability's own: any other text may name a "handle"."""
 
 _NOTE_START = '\n[Note: the full output saved under '
 

@@ -14,15 +14,19 @@ history makes the same decisions (the writes go through the durable store-write 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.tools import RunContext
+from typing_extensions import TypeIs
 
 from .._typing import is_int, is_mapping
 from ._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, report_aged, warn
+from ._markers import kept_for
 from ._unit import with_notes
 
 __all__ = (
@@ -31,6 +35,8 @@ __all__ = (
     'Aging',
     'AgingTools',
     'DueReturn',
+    'Place',
+    'TokenCounts',
     'age_history',
     'age_request',
     'aged_stub',
@@ -80,6 +86,44 @@ class Aging:
 
 
 @dataclass(frozen=True)
+class Place:
+    """What a stub says of where its handle lives."""
+
+    expires_after: timedelta | None = None
+    """How long the store keeps the payload, when it deletes old ones."""
+
+    path: str | None = None
+    """The file in the run's workspace that holds it (the handle itself), when it went there."""
+
+    query_tools: bool = True
+    """Whether the query tools are offered for it (a workspace spill may leave them to the agent's own tools)."""
+
+
+class TokenCounts:
+    """Token counts of old returns by identity, so a return that stays in the context is counted once, not on every
+    request (a tokenizer over a large return is the costliest step of aging). Holds no return alive.
+    """
+
+    _LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._counts: dict[int, tuple[weakref.ref[ToolReturnPart], int]] = {}
+
+    def get(self, part: ToolReturnPart, count: Callable[[ToolReturnPart], int]) -> int:
+        """`part`'s count, computed by `count` the first time."""
+        known = self._counts.get(id(part))
+        if known is not None and known[0]() is part:
+            return known[1]
+        tokens = count(part)
+        if len(self._counts) >= self._LIMIT:
+            self._counts = {key: entry for key, entry in self._counts.items() if entry[0]() is not None}
+            if len(self._counts) >= self._LIMIT:
+                self._counts.clear()
+        self._counts[id(part)] = (weakref.ref(part), tokens)
+        return tokens
+
+
+@dataclass(frozen=True)
 class DueReturn:
     """A tool return old and large enough to age, and where it is."""
 
@@ -91,9 +135,6 @@ class DueReturn:
 
     part: ToolReturnPart
     """The return itself."""
-
-    text: str
-    """What the model is sent for it."""
 
     tokens: int
     """Tokens of `text`."""
@@ -109,11 +150,17 @@ class AgingTools:
     count: Callable[[str], int]
     """Tokens of a text (the capability's tokenizer, or about four characters per token)."""
 
+    counts: TokenCounts
+    """The capability's token counts of old returns, so one is not counted again on every request."""
+
     selected: Callable[[str], Awaitable[bool]]
     """Whether the named tool's returns may be aged (the `tool_filter`, and not a tool with `per_tool={name: []}`)."""
 
     write: Callable[[str, bytes, float], Awaitable[tuple[str | None, str]]]
     """Store `(key, data, timeout)`, through the durable store-write operation: `(handle, '')` or `(None, reason)`."""
+
+    place: Callable[[str], Place]
+    """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
 
     run_id: str | None
     """The run doing the aging (keys of returns whose message has no run id, and the `_run` note)."""
@@ -141,8 +188,8 @@ class AgedBatch:
     handles: tuple[str, ...]
     """The handles the stubs name."""
 
-    failures: tuple[str, ...]
-    """Why a due return stayed (its write failed), one reason each."""
+    failure: str
+    """Why the batch stopped early (a write failed), or `''`: that return and the rest of the batch stay."""
 
 
 def is_aged(part: ToolReturnPart) -> bool:
@@ -158,23 +205,63 @@ def _stored_handle(part: ToolReturnPart) -> str | None:
     return handle if isinstance(handle, str) and handle else None
 
 
-def aged_stub(tool_name: str, tokens: int, handle: str) -> str:
+def _held_tokens(item: DueReturn) -> int:
+    """About how many tokens the stub's handle holds: a spill's handle holds the whole output, not the preview."""
+    size = part_size_before(item.part) if item.handle is not None else 0
+    return max(item.tokens, size // 4)
+
+
+def part_size_before(part: ToolReturnPart) -> int:
+    """The characters of the return before the capability reduced it (`overflow_size_before`), or 0."""
+    size = part.metadata.get(f'{VALUE_PREFIX}_size_before') if is_mapping(part.metadata) else None
+    return size if is_int(size) else 0
+
+
+def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = None) -> str:
     """The text a model reads in place of an aged return: what left, how large, and how to get it back."""
-    return (
+    place = place or Place()
+    saved = (
         f'[Moved out of context: the output of `{tool_name}` (~{tokens:,} tokens). '
-        f"Saved in full under handle '{handle}'; read_tool_result or grep_tool_result gets it back.]"
+        f"Saved in full{kept_for(place.expires_after)} under handle '{handle}'"
     )
+    if place.path is None:
+        return f'{saved}; read_tool_result or grep_tool_result gets it back.]'
+    if place.query_tools:
+        return f"{saved}; read_tool_result or grep_tool_result gets it back, or your own file tools (it is the file's path).]"
+    return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
-def due_returns(messages: Sequence[ModelMessage], aging: Aging, count: Callable[[str], int]) -> list[DueReturn]:
-    """The tool returns of `messages` that `aging` would move out, oldest first (the tool filter not applied).
+def _ages(part: object) -> TypeIs[ToolReturnPart]:
+    """Whether a part may age at all: a plain successful tool return, without files, not already a stub, and with
+    metadata that can hold the handle (a typed return, such as a tool search's, is read back by pydantic-ai itself).
+    """
+    if type(part) is not ToolReturnPart or part.tool_kind is not None or part.outcome != 'success':
+        return False
+    if part.metadata is not None and not is_mapping(part.metadata):
+        return False  # the application's own metadata object: no room to record the handle the model may read
+    return not is_aged(part) and not _failed(part) and not part.files
 
-    A return's age is the number of model responses after its request. Failed or denied returns, returns that
-    carry files (images, documents), returns already aged and returns whose metadata is an application object
-    (there is no room in it for the handle) stay.
+
+def _failed(part: ToolReturnPart) -> bool:
+    return is_mapping(part.metadata) and f'{AGED_PREFIX}_failed' in part.metadata
+
+
+async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> list[DueReturn]:
+    """The tool returns of `messages` that `aging` would move out, oldest first.
+
+    A return's age is the number of model responses after its request. Only returns of selected tools count;
+    failed or denied returns, typed returns, returns that carry files (images, documents), returns already aged
+    or whose write failed, and returns whose metadata is an application object (no room for the handle) stay.
     """
     due: list[DueReturn] = []
+    selected: dict[str, bool] = {}
     responses_after = 0
+
+    def tokens(part: ToolReturnPart) -> int:
+        text = part.model_response_str()
+        # No tokenizer counts more tokens than characters: too small without counting.
+        return 0 if len(text) < aging.min_tokens else tools.count(text)
+
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
             responses_after += 1
@@ -183,72 +270,77 @@ def due_returns(messages: Sequence[ModelMessage], aging: Aging, count: Callable[
             continue
         for index in range(len(message.parts) - 1, -1, -1):
             part = message.parts[index]
-            if not isinstance(part, ToolReturnPart) or part.outcome != 'success' or is_aged(part) or part.files:
+            if not _ages(part):
                 continue
-            if part.metadata is not None and not is_mapping(part.metadata):
-                continue  # the application's own metadata object: no room to record the handle the model may read
-            text = part.model_response_str()
-            if len(text) < aging.min_tokens:
-                continue  # no tokenizer counts more tokens than characters here: too small without counting
-            tokens = count(text)
-            if tokens >= aging.min_tokens:
-                due.append(DueReturn(message, index, part, text, tokens, _stored_handle(part)))
+            if part.tool_name not in selected:
+                selected[part.tool_name] = await tools.selected(part.tool_name)
+            if not selected[part.tool_name]:
+                continue
+            count = tools.counts.get(part, tokens)
+            if count >= aging.min_tokens:
+                due.append(DueReturn(message, index, part, count, _stored_handle(part)))
     due.reverse()
     return due
 
 
-def _saving(item: DueReturn, count: Callable[[str], int]) -> int:
-    return item.tokens - count(aged_stub(item.part.tool_name, item.tokens, item.handle or _HANDLE_FOR_ESTIMATE))
+def _saving(item: DueReturn, tools: AgingTools) -> int:
+    stub = aged_stub(item.part.tool_name, item.tokens, item.handle or _HANDLE_FOR_ESTIMATE)
+    return item.tokens - tools.count(stub)
 
 
 async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> AgedBatch | None:
-    """Age every due return of `messages` when together they save `aging.batch_tokens`; `None` when nothing aged.
+    """Age every due return of `messages` when together they save `aging.batch_tokens`; `None` when nothing changed.
 
     Returns are stored one after another, in history order, so a durable engine records the writes in the order
-    a replay makes them. A return whose write fails stays as it is (nothing is ever dropped); the others age.
+    a replay makes them. The first write that fails ends the batch: that return and the rest of the batch stay in
+    the context for good (marked `overflow_aged_failed`, which the model is not sent), so a store that is down
+    costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
-    candidates = [
-        item for item in due_returns(messages, aging, tools.count) if await tools.selected(item.part.tool_name)
-    ]
-    due = [item for item in candidates if _saving(item, tools.count) > 0]
-    if not due or sum(_saving(item, tools.count) for item in due) < aging.batch_tokens:
+    due = [item for item in await due_returns(messages, aging, tools) if _saving(item, tools) > 0]
+    if not due or sum(_saving(item, tools) for item in due) < aging.batch_tokens:
         return None
     new_parts: dict[int, list[Any]] = {}
     handles: list[str] = []
-    failures: list[str] = []
+    failure = ''
     tokens_before = tokens_after = 0
     for item in due:
+        parts = new_parts.setdefault(id(item.message), list(item.message.parts))
+        if failure:
+            parts[item.index] = _marked_failed(item.part, failure)
+            continue
+        text = item.part.model_response_str()
         handle, key = item.handle, None
         if handle is None:
             run_id = item.message.run_id or tools.run_id or 'run'
             key = f'{run_id}/{item.part.tool_call_id}/aged'
-            handle, reason = await tools.write(key, item.text.encode('utf-8', 'surrogatepass'), _WRITE_TIMEOUT)
+            handle, reason = await tools.write(key, text.encode('utf-8', 'surrogatepass'), _WRITE_TIMEOUT)
             if handle is None:
-                failures.append(f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}')
+                failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}'
+                parts[item.index] = _marked_failed(item.part, failure)
                 continue
-        stub = aged_stub(item.part.tool_name, item.tokens, handle)
+        stub = aged_stub(item.part.tool_name, _held_tokens(item), handle, tools.place(handle))
         notes: dict[str, Any] = {
             f'{AGED_PREFIX}_handle': handle,
-            f'{AGED_PREFIX}_size_before': len(item.text),
+            f'{AGED_PREFIX}_size_before': len(text),
             f'{AGED_PREFIX}_size_after': len(stub),
             f'{AGED_PREFIX}_run': tools.run_id,
             f'{AGED_PREFIX}_step': tools.step,
         }
         if key is not None:
             notes[f'{AGED_PREFIX}_key'] = key
-        parts = new_parts.setdefault(id(item.message), list(item.message.parts))
         parts[item.index] = dataclasses.replace(item.part, content=stub, metadata=with_notes(item.part.metadata, notes))
         handles.append(handle)
         tokens_before += item.tokens
         tokens_after += tools.count(stub)
-    if not handles:
-        return None if not failures else AgedBatch({}, 0, 0, 0, (), tuple(failures))
     replacements = {
-        id(item.message): dataclasses.replace(item.message, parts=new_parts[id(item.message)])
-        for item in due
-        if id(item.message) in new_parts
+        id(item.message): dataclasses.replace(item.message, parts=new_parts[id(item.message)]) for item in due
     }
-    return AgedBatch(replacements, len(handles), tokens_before, tokens_after, tuple(handles), tuple(failures))
+    return AgedBatch(replacements, len(handles), tokens_before, tokens_after, tuple(handles), failure)
+
+
+def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:
+    """`part` as it is, its metadata saying why it stays: it is never tried again (metadata is not sent)."""
+    return dataclasses.replace(part, metadata=with_notes(part.metadata, {f'{AGED_PREFIX}_failed': reason}))
 
 
 async def age_request(
@@ -261,17 +353,18 @@ async def age_request(
     batch = await age_history(messages, aging, tools)
     if batch is None:
         return {}
-    if batch.failures:
-        warn(f'Aging left {len(batch.failures)} old tool returns in the context: ' + '; '.join(batch.failures[:3]))
-    if not batch.aged:
-        return {}
-    aged_messages = [batch.replacements.get(id(message), message) for message in messages]
-    event = OverflowAged(
-        aged=batch.aged,
-        tokens_before=batch.tokens_before,
-        tokens_after=batch.tokens_after,
-        handles=list(batch.handles),
-        prefix_breaks=aged_in_run(aged_messages, tools.run_id)[1],
-    )
-    await report_aged(ctx, event)
+    if batch.failure:
+        warn(
+            f'Aging could not store an old tool return; it and the rest of its batch stay in the context: {batch.failure}'
+        )
+    if batch.aged:
+        aged_messages = [batch.replacements.get(id(message), message) for message in messages]
+        event = OverflowAged(
+            aged=batch.aged,
+            tokens_before=batch.tokens_before,
+            tokens_after=batch.tokens_after,
+            handles=list(batch.handles),
+            prefix_breaks=aged_in_run(aged_messages, tools.run_id).batches,
+        )
+        await report_aged(ctx, event)
     return batch.replacements

@@ -21,7 +21,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._typing import is_instance
-from ._aging import Aging, AgingTools, age_request
+from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
 from ._bands import (
     Action,
     Band,
@@ -81,6 +81,7 @@ from ._unit import (
     Reduced,
     UnitName,
     estimate_tokens_of,
+    handle_place,
     is_tool_return,
     left_as_is,
     not_smaller,
@@ -180,6 +181,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _summary_locks: RunLocks = field(init=False, repr=False, compare=False)
     _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
+    _aged_counts: TokenCounts = field(default_factory=TokenCounts, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -261,7 +263,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         # A step budget without an action uses each tool's smallest band, which may be any of them: keep the tools.
         budget_picks_any_band = self.step_budget is not None and self.step_budget.action is None
-        if not budget_picks_any_band and not uses_store(self._band_lists()):
+        if not budget_picks_any_band and self.aging is None and not uses_store(self._band_lists()):
             return None
         if self.workspace is None:
             store = self._resolved_store  # routed, so the tools see the run's messages (its handles, for near misses)
@@ -516,9 +518,13 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 return False  # `per_tool={name: []}`: never reduced
             return await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=tool_name))
 
+        def place(handle: str) -> Place:
+            return Place(**handle_place(self._resolved_store, self.workspace, handle))
+
         count = partial(measure, over_tokens=True, tokenizer=self.tokenizer)
+        text_count: Callable[[str], int] = lambda text: count(Rendered('text', text))[0]
         return AgingTools(
-            lambda text: count(Rendered('text', text))[0], selected, partial(self._write, ctx), ctx.run_id, ctx.run_step
+            text_count, self._aged_counts, selected, partial(self._write, ctx), place, ctx.run_id, ctx.run_step
         )
 
     def _measure(self, rendered: Rendered) -> int:

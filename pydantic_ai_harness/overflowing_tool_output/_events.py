@@ -16,6 +16,7 @@ from pydantic_ai.tools import RunContext
 from .._typing import is_mapping
 
 __all__ = (
+    'AgedInRun',
     'OverflowAged',
     'OverflowReduced',
     'OverflowReport',
@@ -294,10 +295,25 @@ async def report(ctx: RunContext[Any], tool_name: str, event: OverflowReduced) -
         pass  # a hook called outside an agent run (tests, direct use) has no event stream
 
 
-def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> tuple[int, int]:
-    """How many returns the run aged, anywhere in the history, and in how many batches (requests)."""
+@dataclass(frozen=True)
+class AgedInRun:
+    """What one run aged, anywhere in the history (old returns of earlier runs' messages too)."""
+
+    aged: int
+    """How many returns it aged."""
+
+    batches: int
+    """In how many batches (requests): each broke the cached prefix once."""
+
+    handles: tuple[str, ...]
+    """The handles its stubs name, oldest return first."""
+
+
+def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> AgedInRun:
+    """What the run `run_id` aged in `messages`."""
     aged = 0
     steps: set[object] = set()
+    handles: dict[str, None] = {}
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
@@ -306,14 +322,16 @@ def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> tuple[i
             if is_mapping(metadata) and metadata.get(f'{AGED_PREFIX}_run') == run_id:
                 aged += 1
                 steps.add(metadata.get(f'{AGED_PREFIX}_step'))
-    return aged, len(steps)
+                if isinstance(handle := metadata.get(f'{AGED_PREFIX}_handle'), str):
+                    handles[handle] = None
+    return AgedInRun(aged, len(steps), tuple(handles))
 
 
 async def report_run(ctx: RunContext[Any]) -> None:
     """At the end of a run that reduced or aged anything: its `OverflowRunSummary` event and a log record."""
     made = overflow_report(m for m in ctx.messages if getattr(m, 'run_id', None) == ctx.run_id)
-    aged, prefix_breaks = aged_in_run(ctx.messages, ctx.run_id)
-    if not made.reduced and not aged:
+    aged = aged_in_run(ctx.messages, ctx.run_id)
+    if not made.reduced and not aged.aged:
         return
     logger.info(
         'run %s: reduced %d tool outputs, %d -> %d characters; aged %d in %d batches',
@@ -321,16 +339,16 @@ async def report_run(ctx: RunContext[Any]) -> None:
         made.reduced,
         made.chars_before,
         made.chars_after,
-        aged,
-        prefix_breaks,
+        aged.aged,
+        aged.batches,
     )
     event = OverflowRunSummary(
         reduced=made.reduced,
         chars_before=made.chars_before,
         chars_after=made.chars_after,
-        handles=list(made.handles),
-        aged=aged,
-        prefix_breaks=prefix_breaks,
+        handles=list(dict.fromkeys((*made.handles, *aged.handles))),
+        aged=aged.aged,
+        prefix_breaks=aged.batches,
     )
     try:
         await ctx.emit(event)

@@ -27,6 +27,7 @@ __all__ = (
     'UnitName',
     'Writer',
     'estimate_tokens_of',
+    'handle_place',
     'is_tool_return',
     'left_as_is',
     'not_smaller',
@@ -114,14 +115,17 @@ class ActionContext:
         deletes old payloads) and, for a spill in the workspace, its path (the handle itself) and whether the query
         tools are on.
         """
-        if self.workspace is None or not self.workspace.owns(handle):
-            ttl = getattr(self.store, 'cleanup_after', None)
-            return {'expires_after': ttl} if isinstance(ttl, timedelta) else {}
-        return {
-            'path': handle,
-            'query_tools': self.workspace.query_tools == 'always',
-            'expires_after': self.workspace.cleanup_after,
-        }
+        return handle_place(self.store, self.workspace, handle)
+
+
+def handle_place(store: OverflowStore, workspace: WorkspaceSpill | None, handle: str) -> dict[str, Any]:
+    """What a marker says of where `handle` lives: `expires_after` (when its store deletes old payloads) and, for a
+    file of the run's workspace, `path` (the handle itself) and whether the query tools are offered for it.
+    """
+    if workspace is None or not workspace.owns(handle):
+        ttl = getattr(store, 'cleanup_after', None)
+        return {'expires_after': ttl} if isinstance(ttl, timedelta) else {}
+    return {'path': handle, 'query_tools': workspace.query_tools == 'always', 'expires_after': workspace.cleanup_after}
 
 
 def unit_key(ctx: RunContext[Any], call: ToolCallPart, unit: UnitName) -> str:

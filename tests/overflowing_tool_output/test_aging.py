@@ -8,13 +8,14 @@ import re
 import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.capabilities import AbstractCapability, on_event
+from pydantic_ai.capabilities import AbstractCapability, LocalWorkspace, on_event
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -244,7 +245,7 @@ async def test_a_store_that_fails_leaves_every_return_in_the_context() -> None:
     assert not any(stub_handle(p) for m in pager.requests[-1] for p in m.parts if isinstance(p, ToolReturnPart))
     assert result.output.startswith('page 0 is still in context: page 0, line 0')
     messages = {str(w.message) for w in caught if issubclass(w.category, OverflowingToolOutputWarning)}
-    assert any(m.startswith('Aging left') and 'No space left on device' in m for m in messages)
+    assert any(m.startswith('Aging could not store') and 'No space left on device' in m for m in messages)
 
 
 async def test_tools_the_capability_does_not_touch_never_age(tmp_path: Path) -> None:
@@ -423,3 +424,47 @@ async def test_two_hundred_turns(tmp_path: Path) -> None:
         handle = stub_handle(part)
         assert handle is not None
         assert (await store.read(handle)).decode() == page(int(part.tool_call_id.removeprefix('call_')))
+
+
+async def test_the_stub_says_how_long_an_expiring_store_keeps_it(tmp_path: Path) -> None:
+    store = LocalFileStore(tmp_path, cleanup_after=timedelta(days=7))
+    result = await paging_agent(Pager(pages=8), aging_capability(store)).run('go')
+    stubs = [
+        p
+        for m in result.all_messages()
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and 'Moved out' in str(p.content)
+    ]
+    assert stubs
+    for part in stubs:
+        handle = part.metadata['overflow_aged_handle']
+        assert f"Saved in full for 7 days under handle '{handle}'; read_tool_result or grep_tool_result" in str(
+            part.content
+        )
+
+
+async def test_a_stub_in_the_workspace_says_its_handle_is_a_file_path(tmp_path: Path) -> None:
+    workspace = tmp_path / 'ws'
+    workspace.mkdir()
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(tmp_path / 'private'),
+        aging=Aging(after_turns=2, min_tokens=100, batch_tokens=2_000),
+    )
+    agent = paging_agent(Pager(pages=8), capability)
+    result = await agent.run('go', capabilities=[LocalWorkspace(workspace)])
+    stubs = [
+        p
+        for m in result.all_messages()
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and 'Moved out' in str(p.content)
+    ]
+    assert stubs
+    for part in stubs:
+        path = part.metadata['overflow_aged_handle']
+        assert path.startswith('.overflow/')
+        assert (workspace / path).read_text() == page(int(part.tool_call_id.removeprefix('call_')))
+        assert str(part.content).endswith(
+            f"under handle '{path}'; read_tool_result or grep_tool_result gets it back, or your own file tools "
+            "(it is the file's path).]"
+        )
+    assert 'the secret word of page 0 is word-0' in result.output
