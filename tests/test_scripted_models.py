@@ -240,3 +240,59 @@ async def test_tool_definition_costs_name_every_query_tool() -> None:
     costs = await bench_economy.tool_definition_costs(cl100k_counter())
     assert set(costs) == {'read_tool_result', 'grep_tool_result'}
     assert all(50 < tokens < 1_000 for tokens in costs.values())
+
+
+PAGE_QUESTION = Question(
+    'What does WIDGET-42 cost?',
+    [('get_page', {'page': page}) for page in range(1, 11)],
+    'WIDGET-42',
+    on_line('WIDGET-42', r'WIDGET-42 costs ([\d.]+ EUR)'),
+)
+
+
+@pytest.mark.parametrize('model', [CarefulModel, ClaudeCodeModel])
+async def test_scripted_models_fetch_every_page_then_search_them_all_at_once(
+    tmp_path: Path, model: type[ScriptedModel]
+) -> None:
+    brain = model([PAGE_QUESTION])
+    agent = Agent(brain.model(), capabilities=[spill(tmp_path)])
+    agent.tool_plain(name='get_page')(payloads.catalog_page)
+    with seeded_run_ids(2):
+        messages = (await agent.run(PAGE_QUESTION.prompt)).all_messages()
+
+    assert brain.trace.answers == ['129.50 EUR']
+    made = calls(messages)
+    # No preview names the widget: the ten pages first, then one search without a handle shows the fact.
+    assert [c.tool_name for c in made] == ['get_page'] * 10 + ['grep_tool_result']
+    assert 'handle' not in made[-1].args_as_dict()
+    assert brain.trace.retrieval_calls == 1
+
+
+@pytest.mark.parametrize(('model', 'limit'), [(CarefulModel, 12), (ClaudeCodeModel, 50)])
+async def test_scripted_models_read_around_a_match_by_the_handle_the_search_names(
+    tmp_path: Path, model: type[ScriptedModel], limit: int
+) -> None:
+    question = Question(
+        DEPLOY_QUESTION.prompt,
+        [('read_log', {'part': part}) for part in (1, 2)],
+        DEPLOY_QUESTION.search,
+        DEPLOY_QUESTION.extract,
+    )
+    brain = model([question])
+    agent = Agent(brain.model(), capabilities=[spill(tmp_path)])
+    parts = {
+        1: deploy_log().replace(DEPLOY_LOG_FAILURE, 'deploy to eu-west-1 done').replace('reason:', 'note:'),
+        2: deploy_log(),
+    }
+    agent.tool_plain(name='read_log')(lambda part: parts[part])
+    with seeded_run_ids(4):
+        messages = (await agent.run(question.prompt)).all_messages()
+
+    assert brain.trace.answers == [DEPLOY_REASON]
+    _, _, grep, read = calls(messages)
+    assert grep.args_as_dict() == ({'pattern': 'halted', 'max_matches': 5} if limit == 12 else {'pattern': 'halted'})
+    handle_of_part_2 = re.search(r"handle '([^']+)'", returns(messages)[1])
+    assert handle_of_part_2 is not None
+    assert read.args_as_dict()['handle'] == handle_of_part_2.group(1)
+    assert read.args_as_dict()['limit'] == limit
+    assert brain.trace.retrieval_calls == 2
