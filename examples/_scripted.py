@@ -44,6 +44,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RequestUsage
 
 NOT_FOUND = 'NOT FOUND'
@@ -272,9 +273,10 @@ class ScriptedModel:
         self._call_ids = iter(call_ids) if call_ids is not None else provider_call_ids(seed)
         self._new_call()
 
-    def model(self) -> FunctionModel:
-        """A `FunctionModel` driven by this script."""
-        return FunctionModel(self._respond, model_name=self.name)
+    def model(self, context_window: int | None = None) -> FunctionModel:
+        """A `FunctionModel` driven by this script, with a `context_window` in tokens when given (unknown otherwise)."""
+        profile = ModelProfile(context_window=context_window) if context_window is not None else None
+        return FunctionModel(self._respond, model_name=self.name, profile=profile)
 
     def _new_call(self) -> None:
         """Forget what was done with the previous tool call's output (a new call has a new output)."""

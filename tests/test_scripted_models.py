@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 
-from bench import bench_economy
+from bench import _economy_core as economy, _economy_questions as questions, bench_economy
 from examples import _payloads as payloads
 from examples._scripted import (
     NOT_FOUND,
@@ -28,7 +28,7 @@ from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, Ov
 
 pytestmark = pytest.mark.anyio
 
-TRACEBACK = bench_economy.TRACEBACK_QUESTION
+TRACEBACK = questions.TRACEBACK_QUESTION
 
 DEPLOY_LOG_FAILURE = 'deploy to eu-west-3 halted'
 DEPLOY_REASON = 'quota exceeded for instance type m7g.large'
@@ -209,14 +209,14 @@ async def test_seeded_run_ids_are_pydantic_ais_own_uuid7_run_ids_and_repeat() ->
 
 @pytest.mark.parametrize('model', ['careful', 'Claude Code-style'])
 async def test_an_economy_scenario_finds_its_fact_and_repeats_exactly(tmp_path: Path, model: str) -> None:
-    [scenario] = [s for s in bench_economy._scenarios() if s.tool == 'read_source']
-    count = bench_economy.cached(cl100k_counter())
+    [scenario] = [s for s in economy.scenarios() if s.tool == 'read_source']
+    count = economy.cached(cl100k_counter())
 
-    async def once(root: Path) -> bench_economy.Outcome:
-        brain = bench_economy.MODELS[model]([scenario.question], count_tokens=count, seed=3)
+    async def once(root: Path) -> economy.Outcome:
+        brain = economy.MODELS[model]([scenario.question], count_tokens=count, seed=3)
         capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root))
         with seeded_run_ids(3):
-            return await bench_economy._run(scenario, capability, brain)
+            return await economy.run_scenario(scenario, capability, brain)
 
     first, second = await once(tmp_path / 'a'), await once(tmp_path / 'b')
     assert first.found and first.answer == str(payloads.RETRY_LIMIT)
@@ -225,8 +225,8 @@ async def test_an_economy_scenario_finds_its_fact_and_repeats_exactly(tmp_path: 
 
 
 async def test_the_nearby_answer_bench_finds_it_with_both_models(tmp_path: Path) -> None:
-    outcomes = await bench_economy.measure_nearby(tmp_path, bench_economy.cached(cl100k_counter()))
-    entries, table = bench_economy.nearby_entries(outcomes)
+    outcomes = await questions.measure_nearby(tmp_path, economy.cached(cl100k_counter()))
+    entries, table = questions.nearby_entries(outcomes)
 
     assert {model: (o.found, o.retrievals) for model, o in outcomes.items()} == {
         'careful': (True, 2),  # grep, then the suggested read
