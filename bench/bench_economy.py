@@ -23,6 +23,7 @@ from bench._economy_questions import (
     parallel_entries,
     structural_entries,
 )
+from bench._economy_windows import measure_windows, window_entries
 from bench._report import Entry
 from examples._scripted import (
     NOT_FOUND,
@@ -319,6 +320,7 @@ def run() -> tuple[list[Entry], str]:
         structural, structural_table = structural_entries(asyncio.run(measure_structural(Path(tmp), count)))
         parallel, parallel_table = parallel_entries(asyncio.run(measure_parallel(Path(tmp), count)))
         nearby, nearby_table = nearby_entries(asyncio.run(measure_nearby(Path(tmp), count)))
+        windows, windows_table = window_entries(asyncio.run(measure_windows(Path(tmp), count)))
     chart(outcomes)
     entries = economy_entries(outcomes, short_ids, tool_costs)
     groups: dict[tuple[str, str], list[Outcome]] = {}
@@ -329,5 +331,5 @@ def run() -> tuple[list[Entry], str]:
         for (model, configuration), rows in groups.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    tables = f'{text}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
-    return [*entries, *nearby, *structural, *parallel], tables
+    tables = f'{text}\n\n{windows_table}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
+    return [*entries, *windows, *nearby, *structural, *parallel], tables
