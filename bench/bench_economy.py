@@ -23,7 +23,15 @@ from bench._economy_questions import (
     parallel_entries,
     structural_entries,
 )
-from bench._economy_windows import measure_windows, window_entries
+from bench._economy_session import (
+    WITHOUT_AGING,
+    measure_session,
+    session_configurations,
+    session_entries,
+    session_table,
+    window_configurations,
+)
+from bench._economy_windows import WINDOWS, measure_windows, window_entries
 from bench._report import Entry
 from examples._scripted import (
     NOT_FOUND,
@@ -321,6 +329,7 @@ def run() -> tuple[list[Entry], str]:
         parallel, parallel_table = parallel_entries(asyncio.run(measure_parallel(Path(tmp), count)))
         nearby, nearby_table = nearby_entries(asyncio.run(measure_nearby(Path(tmp), count)))
         windows, windows_table = window_entries(asyncio.run(measure_windows(Path(tmp), count)))
+        session, session_text = session_section(Path(tmp), count)
     chart(outcomes)
     entries = economy_entries(outcomes, short_ids, tool_costs)
     groups: dict[tuple[str, str], list[Outcome]] = {}
@@ -331,5 +340,21 @@ def run() -> tuple[list[Entry], str]:
         for (model, configuration), rows in groups.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    tables = f'{text}\n\n{windows_table}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
-    return [*entries, *windows, *nearby, *structural, *parallel], tables
+    tables = f'{text}\n\n{windows_table}\n\n{session_text}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
+    return [*entries, *windows, *session, *nearby, *structural, *parallel], tables
+
+
+def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:
+    """The long session, with the window unknown and under each window; its entries and its table."""
+    plain = asyncio.run(measure_session(session_configurations(), {'unknown': None}, root, count))
+    windows: dict[str, int | None] = dict(WINDOWS)
+    relative = asyncio.run(measure_session(window_configurations(), windows, root, count))
+    outcomes = [*plain, *relative]
+    text = (
+        'A long session: ten tasks of four tool calls each (file reads, test runs, `git log`, `ls -la`, API JSON: '
+        '40 returns of 2-8 KB, every one below the default band), each task followed by a user turn answered in '
+        'words, then six questions about facts in the first twelve returns (61 requests without retrievals). '
+        "Prefix breaks: requests whose earlier messages or tool definitions differ from the previous request's, "
+        "which a provider's prompt cache cannot reuse.\n\n" + session_table(outcomes, WITHOUT_AGING)
+    )
+    return session_entries(outcomes), text

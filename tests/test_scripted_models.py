@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from bench import _economy_core as economy, _economy_questions as questions, bench_economy
+from bench import (
+    _economy_core as economy,
+    _economy_questions as questions,
+    _economy_session as session,
+    _session_payloads as session_payloads,
+    bench_economy,
+)
 from examples import _payloads as payloads
 from examples._scripted import (
     NOT_FOUND,
@@ -296,3 +305,40 @@ async def test_scripted_models_read_around_a_match_by_the_handle_the_search_name
     assert read.args_as_dict()['handle'] == handle_of_part_2.group(1)
     assert read.args_as_dict()['limit'] == limit
     assert brain.trace.retrieval_calls == 2
+
+
+async def test_prefix_breaks_count_the_requests_whose_earlier_messages_changed() -> None:
+    sent: list[session.Snapshot] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append(session.snapshot(messages, info))
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        if step < 4:
+            return ModelResponse(parts=[ToolCallPart('look', {'n': step}, tool_call_id=f'c{step}')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    def age_the_first_return_from_the_fourth_request(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if sum(isinstance(m, ModelResponse) for m in messages) < 3:
+            return messages
+        first = messages[2]
+        assert isinstance(first, ModelRequest)
+        stub = [replace(p, content='[aged]') if isinstance(p, ToolReturnPart) else p for p in first.parts]
+        return [*messages[:2], replace(first, parts=stub), *messages[3:]]
+
+    agent = Agent(FunctionModel(respond), capabilities=[ProcessHistory(age_the_first_return_from_the_fourth_request)])
+    agent.tool_plain(name='look')(lambda n: f'result {n} ' * 50)
+    await agent.run('go')
+
+    assert len(sent) == 5
+    # The fourth request changed the first return: its prefix broke once; the fifth starts with the fourth whole.
+    assert session.prefix_breaks(sent) == 1
+
+
+async def test_the_long_session_finds_every_fact_in_61_requests_without_breaking_a_prefix(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+    capability = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))
+    outcome = await session.run_session(capability, session.CarefulSession, count, seed=1)
+
+    assert (outcome.found, outcome.facts, outcome.requests, outcome.breaks) == (6, 6, 61, 0)
+    assert outcome.retrievals == 0  # every return is below the band, so every fact is still in view
+    assert outcome.answers == [answer for _, answer in session_payloads.FACTS]
