@@ -149,18 +149,32 @@ MODELS: dict[str, type[ScriptedModel]] = {'careful': CarefulModel, 'Claude Code-
 
 @dataclass(frozen=True)
 class Outcome:
+    """What one scenario run cost and whether it found the fact."""
+
     scenario: str
+    """The scenario's name in the report."""
     configuration: str
+    """The configuration's name in the report."""
     model: str
+    """The scripted model's name in the report."""
     tokens: int
+    """Input tokens over every request (cl100k)."""
     tokens_heuristic: int
+    """The same at 4 characters per token."""
     tool_definition_tokens: int
+    """Of `tokens`, the tool definitions."""
     query_tool_definition_tokens: int
+    """Of those, the query tools' definitions."""
     peak: int
+    """The largest request's input tokens."""
     requests: int
+    """Model requests."""
     retrievals: int
+    """Calls to `read_tool_result` / `grep_tool_result`."""
     found: bool
+    """Whether the answer is the planted fact exactly."""
     answer: str
+    """The model's answer."""
 
 
 def cached(count: Callable[[str], int]) -> Callable[[str], int]:

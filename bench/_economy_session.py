@@ -135,18 +135,27 @@ class SessionOutcome:
     """What one long session cost, what it found, and how often it broke the prompt cache's prefix."""
 
     configuration: str
+    """The configuration's name in the report."""
     model: str
+    """The scripted model's name in the report."""
     requests: int = 0
+    """Model requests over the session."""
     tokens: int = 0
+    """Input tokens over every request (cl100k)."""
     peak: int = 0
+    """The largest request's input tokens."""
     retrievals: int = 0
+    """Calls to `read_tool_result` / `grep_tool_result`."""
     found: int = 0
+    """Questions answered with their planted fact exactly."""
     facts: int = 0
+    """Questions asked."""
     breaks: int = 0
     """Requests whose earlier messages or tools differ from the previous request's (counted from the requests)."""
     reported_breaks: int | None = None
     """The same as the run's events or metadata report it (`None`: not reported)."""
     answers: list[str] = field(default_factory=list[str])
+    """The model's answers, in the order asked."""
     window: int | None = None
     """The model's context window in tokens (`None`: unknown)."""
     over_window: int = 0
@@ -252,13 +261,17 @@ async def measure_session(
     return outcomes
 
 
-def session_table(outcomes: Sequence[SessionOutcome], baseline: str) -> str:
-    """The sessions as a markdown table, tokens also as a share of `baseline` (same model and window)."""
-    base = {(o.model, o.window): o.tokens for o in outcomes if o.configuration == baseline}
+def session_table(outcomes: Sequence[SessionOutcome], baselines: dict[str, str]) -> str:
+    """The sessions as a markdown table, tokens also as a share of the configuration's baseline (`baselines`).
+
+    The baseline is the run of the configuration `baselines` names, with the same model and window.
+    """
+    tokens = {(o.configuration, o.model, o.window): o.tokens for o in outcomes}
     rows: list[str] = []
     for o in outcomes:
         window = 'unknown' if o.window is None else f'{o.window:,}'
-        share = f'{o.tokens / base[(o.model, o.window)]:.0%}' if (o.model, o.window) in base else ''
+        base = tokens.get((baselines.get(o.configuration, ''), o.model, o.window))
+        share = f'{o.tokens / base:.0%}' if base else ''
         reported = '' if o.reported_breaks is None else str(o.reported_breaks)
         rows.append(
             f'| {o.configuration} | {window} | {o.model} | {o.requests} | {o.tokens:,} | {share} | {o.peak:,} '
@@ -273,7 +286,13 @@ def session_table(outcomes: Sequence[SessionOutcome], baseline: str) -> str:
 
 
 WITHOUT_AGING = 'default, no aging'
-"""The configuration the session's tokens are compared with."""
+"""The configuration the session's tokens are compared with, when the window is unknown."""
+
+WINDOW_WITHOUT_AGING = 'share band, no aging'
+"""The same under a known window."""
+
+BASELINES = {'no capability': WITHOUT_AGING, WITHOUT_AGING: WITHOUT_AGING, WINDOW_WITHOUT_AGING: WINDOW_WITHOUT_AGING}
+"""Each configuration's run without aging (same model and window), its tokens are compared with."""
 
 
 def session_configurations() -> dict[str, Callable[[Path], OverflowingToolOutput[Any] | None]]:
@@ -286,7 +305,7 @@ def session_configurations() -> dict[str, Callable[[Path], OverflowingToolOutput
 
 def window_configurations() -> dict[str, Callable[[Path], OverflowingToolOutput[Any] | None]]:
     """The configurations the session runs under with a known context window: the band relative to it."""
-    return {'share band, no aging': relative_bands}
+    return {WINDOW_WITHOUT_AGING: relative_bands}
 
 
 def session_entries(outcomes: Sequence[SessionOutcome]) -> list[Entry]:

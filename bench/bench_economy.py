@@ -24,7 +24,7 @@ from bench._economy_questions import (
     structural_entries,
 )
 from bench._economy_session import (
-    WITHOUT_AGING,
+    BASELINES,
     measure_session,
     session_configurations,
     session_entries,
@@ -378,6 +378,6 @@ def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry
         '40 returns of 2-8 KB, every one below the default band), each task followed by a user turn answered in '
         'words, then six questions about facts in the first twelve returns (61 requests without retrievals). '
         "Prefix breaks: requests whose earlier messages or tool definitions differ from the previous request's, "
-        "which a provider's prompt cache cannot reuse.\n\n" + session_table(outcomes, WITHOUT_AGING)
+        "which a provider's prompt cache cannot reuse.\n\n" + session_table(outcomes, BASELINES)
     )
     return session_entries(outcomes), text
