@@ -16,6 +16,7 @@ def test_overflowing_tool_output_exports() -> None:
     assert sorted(overflowing_tool_output.__all__) == snapshot(
         [
             'Action',
+            'Aging',
             'Band',
             'DEFAULT_SUMMARY_PROMPT',
             'DeletableStore',
@@ -25,6 +26,7 @@ def test_overflowing_tool_output_exports() -> None:
             'LineIndexedStore',
             'ListableStore',
             'LocalFileStore',
+            'OverflowAged',
             'OverflowConfigurationError',
             'OverflowReduced',
             'OverflowReport',

@@ -84,11 +84,12 @@ def spill_handles(part: ToolReturnPart) -> list[str]:
     metadata = part.metadata
     if not is_object(metadata):
         return []
-    return [
+    handles = [
         v
         for k, v in metadata.items()
         if isinstance(v, str) and str(k).startswith('overflow') and str(k).endswith('_handle')
     ]
+    return list(dict.fromkeys(handles))  # an aged spill names its handle twice (`overflow_handle`, `_aged_handle`)
 
 
 def readable_here(effective: OverflowingToolOutput | None, source: OverflowingToolOutput | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import stores as _stores
+from ._aging import Aging
 from ._bands import (
     Action,
     Band,
@@ -20,7 +21,14 @@ from ._bands import (
     default_bands,
 )
 from ._capability import OverflowingToolOutput
-from ._events import OverflowingToolOutputWarning, OverflowReduced, OverflowReport, OverflowRunSummary, overflow_report
+from ._events import (
+    OverflowAged,
+    OverflowingToolOutputWarning,
+    OverflowReduced,
+    OverflowReport,
+    OverflowRunSummary,
+    overflow_report,
+)
 from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
@@ -57,6 +65,7 @@ __all__ = (
     'GREP_TOOL_NAME',
     'READ_TOOL_NAME',
     'Action',
+    'Aging',
     'Band',
     'DeletableStore',
     'HandleNotFoundError',
@@ -64,6 +73,7 @@ __all__ = (
     'LineIndexedStore',
     'ListableStore',
     'LocalFileStore',
+    'OverflowAged',
     'OverflowConfigurationError',
     'OverflowReduced',
     'OverflowReport',

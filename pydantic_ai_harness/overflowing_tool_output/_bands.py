@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import RunContext
 
 from .._typing import is_instance, is_int
+from ._render import estimate_tokens, has_ansi_codes
 
 __all__ = (
     'Action',
@@ -310,6 +311,29 @@ def sorted_bands(bands: Sequence[Band], where: str) -> tuple[Band, ...]:
 def uses_context(bands: tuple[Band, ...]) -> bool:
     """Whether a band's threshold is a share of the model's context window."""
     return any(band.share is not None for band in bands)
+
+
+def plainly_below(
+    text: str,
+    bands: tuple[Band, ...],
+    over_tokens: bool,
+    tokenizer: Callable[[str], int] | None,
+    strip_ansi: bool,
+) -> bool:
+    """Whether a plain string return is below every one of its tool's `bands` and needs no cleaning: nothing to do.
+
+    Only sizes known without running a tokenizer qualify; everything else takes the full path.
+    """
+    if over_tokens and tokenizer is not None:
+        return False
+    if strip_ansi and has_ansi_codes(text):
+        return False
+    if not bands:
+        return True
+    if uses_context(bands):
+        return False  # a share of the context window is known only in the run
+    size = estimate_tokens(text) if over_tokens else len(text)
+    return size < bands[-1].over
 
 
 def context_of(ctx: RunContext[Any], bands: tuple[Band, ...]) -> tuple[int | None, float | None]:

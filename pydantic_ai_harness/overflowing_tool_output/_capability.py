@@ -14,14 +14,14 @@ from typing import Any, Literal
 
 import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
-from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._typing import is_instance
+from ._aging import Aging, AgingTools, age_request
 from ._bands import (
     Action,
     Band,
@@ -33,28 +33,28 @@ from ._bands import (
     context_of,
     default_bands,
     pick_band,
+    plainly_below,
     sorted_bands,
-    uses_context,
 )
 from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
 from ._events import (
     VALUE_PREFIX,
     OverflowingToolOutputWarning,
-    OverflowRunSummary,
-    logger,
     overflow_report,
     report,
+    report_run,
     warn,
 )
 from ._failure_text import reduce_failures
 from ._important_lines import load_literal_finder
 from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
-from ._render import Rendered, estimate_tokens, has_ansi_codes, measure, render_content, render_value
+from ._render import Rendered, measure, render_content, render_value
 from ._secrets import SecretRedaction
 from ._spec import (
     BandSpec,
     StoreSpec,
+    parse_aging,
     parse_bands,
     parse_redaction,
     parse_step_budget,
@@ -169,6 +169,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     """A budget across the parallel tool calls of one model response: past it, the largest returns are reduced.
     See [`StepBudget`][pydantic_ai_harness.overflowing_tool_output.StepBudget]."""
 
+    aging: Aging | None = None
+    """Opt-in: old tool returns leave the context in batches, as stubs naming a handle the model reads them back by.
+    See [`Aging`][pydantic_ai_harness.overflowing_tool_output.Aging]."""
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
@@ -198,6 +202,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self._withholding = build_withholding(self.redact_secrets, query_store=self._resolved_store)
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
+        if self.aging is not None and not is_instance(self.aging, Aging):
+            raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
         load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
@@ -216,6 +222,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         workspace: bool | Mapping[str, Any] | None = True,
         redact_secrets: bool | Mapping[str, Any] | None = False,
         step_budget: int | Mapping[str, Any] | None = None,
+        aging: bool | Mapping[str, Any] | None = None,
     ) -> OverflowingToolOutput[Any]:
         """Build the capability from plain data, as `Agent.from_spec` / `Agent.from_file` pass it.
 
@@ -225,7 +232,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         a fleet store: `{'RedisStore': {'url': ...}}`, `{'ObjectStore': {'url': 's3://bucket', 'config': ...}}`.
         `workspace` is `true` (the default), `false`, or `WorkspaceSpill`'s fields; `redact_secrets` is `true`
         or `SecretRedaction`'s fields (`keep_original_in` a store spec); `step_budget` a size or
-        `{'max_size': ..., 'action': ...}`. A bad value raises `ValueError` naming the field, e.g.
+        `{'max_size': ..., 'action': ...}`; `aging` `true` or `Aging`'s fields. A bad value raises `ValueError` naming the field, e.g.
         `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
         """
         return cls(
@@ -240,6 +247,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             workspace=parse_workspace(workspace, 'workspace'),
             redact_secrets=parse_redaction(redact_secrets, 'redact_secrets'),
             step_budget=parse_step_budget(step_budget, 'step_budget'),
+            aging=parse_aging(aging, 'aging'),
         )
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -289,7 +297,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return result  # our own query tools (under any name): their output is already bounded
         if self._withholding is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
             result = await self._withholding(ctx, call, result)
-        if type(result) is str and self._plainly_below_threshold(result, tool_def.name):
+        if type(result) is str and plainly_below(
+            result, self.bands_for(tool_def.name), self.over_tokens, self.tokenizer, self.strip_ansi
+        ):
             return result  # the common case, decided without rendering or allocating anything
         try:
             return await self._reduce_result(ctx, call, tool_def, result)
@@ -308,35 +318,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         function_tools = {tool.name for tool in request_context.model_request_parameters.function_tools}
         if any(isinstance(part, ToolCallPart) and part.tool_name in function_tools for part in response.parts):
             return response
-        this_run = [m for m in ctx.messages if getattr(m, 'run_id', None) == ctx.run_id]
-        summary = overflow_report(this_run)
-        if summary.reduced:
-            logger.info(
-                'run %s: reduced %d tool outputs, %d -> %d characters',
-                ctx.run_id,
-                summary.reduced,
-                summary.chars_before,
-                summary.chars_after,
-            )
-            event = OverflowRunSummary(
-                reduced=summary.reduced,
-                chars_before=summary.chars_before,
-                chars_after=summary.chars_after,
-                handles=list(summary.handles),
-            )
-            try:
-                await ctx.emit(event)
-            except UserError:
-                pass  # no event stream to report to
+        await report_run(ctx)
         return response
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Hold the request about to be sent to the rules of a return: its failure texts (`ModelRetry`,
-        `ToolFailed`) masked and reduced, and the tool returns of the step held to `step_budget`, largest first.
+        `ToolFailed`) masked and reduced, the tool returns of the step held to `step_budget`, largest first, and
+        old returns aged (`aging`).
         """
-        old = ctx.messages[-1] if ctx.messages else None
+        replaced: dict[int, ModelMessage] = {}
         try:
             # The query tools by the names this request offers them under (`PrefixTools` renames them).
             exempt = query_tool_names(request_context.model_request_parameters.function_tools)
@@ -344,6 +336,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             if self.step_budget is not None:
                 messages = ctx.messages if new is None else [*ctx.messages[:-1], new]
                 new = await fit_step(messages, self.step_budget, self._step_tools(ctx, self.step_budget, exempt)) or new
+            if new is not None:
+                replaced[id(ctx.messages[-1])] = new
+            if self.aging is not None:  # never the last request: it is not yet `after_turns` old
+                replaced |= await age_request(ctx, request_context.messages, self.aging, self._aging_tools(ctx, exempt))
         except OverflowConfigurationError:
             raise
         except OverflowingToolOutputWarning:
@@ -351,34 +347,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         except Exception as exc:  # noqa: BLE001 - the run must never die here
             warn(f'OverflowingToolOutput could not hold the request to its bands and left it as it was: {exc!r}')
             return request_context
-        if new is None:
+        if not replaced:
             return request_context
-        # Persist the reduced returns in the run's history, and send them in this request.
-        ctx.messages[:] = [new if message is old else message for message in ctx.messages]
-        return replace(request_context, messages=[new if m is old else m for m in request_context.messages])
+        # Persist the new messages in the run's history, so later requests carry them too, and send them now.
+        ctx.messages[:] = [replaced.get(id(message), message) for message in ctx.messages]
+        return replace(request_context, messages=[replaced.get(id(m), m) for m in request_context.messages])
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
         """The bands that apply to `tool_name`, largest threshold first."""
         return self._per_tool_desc.get(tool_name, self._bands_desc)
 
     # --- the band and fallback loop ------------------------------------------------------------------
-
-    def _plainly_below_threshold(self, text: str, tool_name: str) -> bool:
-        """Whether a plain string return is below every band of its tool and needs no cleaning: nothing to do.
-
-        Only sizes known without running a tokenizer qualify; everything else takes the full path.
-        """
-        if self.over_tokens and self.tokenizer is not None:
-            return False
-        if self.strip_ansi and has_ansi_codes(text):
-            return False
-        bands = self.bands_for(tool_name)
-        if not bands:
-            return True
-        if uses_context(bands):
-            return False  # a share of the context window is known only in the run
-        size = estimate_tokens(text) if self.over_tokens else len(text)
-        return size < bands[-1].over
 
     async def _reduce_result(
         self, ctx: RunContext[AgentDepsT], call: ToolCallPart, tool_def: ToolDefinition, result: Any
@@ -527,6 +506,19 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             reduce=reduce,
             exempt=exempt.__contains__,
             unit='tokens' if self.over_tokens else 'characters',
+        )
+
+    def _aging_tools(self, ctx: RunContext[AgentDepsT], exempt: frozenset[str]) -> AgingTools:
+        async def selected(tool_name: str) -> bool:
+            if tool_name in exempt:
+                return True  # our own query tools' answers age like any return: the spill stays readable
+            if tool_name in self._per_tool_desc and not self._per_tool_desc[tool_name]:
+                return False  # `per_tool={name: []}`: never reduced
+            return await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=tool_name))
+
+        count = partial(measure, over_tokens=True, tokenizer=self.tokenizer)
+        return AgingTools(
+            lambda text: count(Rendered('text', text))[0], selected, partial(self._write, ctx), ctx.run_id, ctx.run_step
         )
 
     def _measure(self, rendered: Rendered) -> int:

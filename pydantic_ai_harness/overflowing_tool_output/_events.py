@@ -16,13 +16,17 @@ from pydantic_ai.tools import RunContext
 from .._typing import is_mapping
 
 __all__ = (
+    'OverflowAged',
     'OverflowReduced',
     'OverflowReport',
     'OverflowRunSummary',
     'OverflowingToolOutputWarning',
+    'aged_in_run',
     'logger',
     'overflow_report',
     'report',
+    'report_aged',
+    'report_run',
     'warn',
 )
 
@@ -32,6 +36,10 @@ logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
 VALUE_PREFIX = 'overflow'
 CONTENT_PREFIX = 'overflow_content'
 """Metadata keys on a reduced `ToolReturnPart` are `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`."""
+
+AGED_PREFIX = 'overflow_aged'
+"""Metadata keys on an aged `ToolReturnPart`: `_handle`, `_key` (when it was written for aging), `_size_before`,
+`_size_after` (characters), `_run` and `_step` (the run and the request that aged it: one broken cache prefix)."""
 
 
 class OverflowingToolOutputWarning(UserWarning):
@@ -73,6 +81,29 @@ class OverflowReduced(CapabilityEvent, namespace='overflowing_tool_output'):
 
 
 @dataclass(kw_only=True)
+class OverflowAged(CapabilityEvent, namespace='overflowing_tool_output'):
+    """Emitted each time a batch of old tool returns left the context as stubs (see `Aging`).
+
+    Each batch changes the request from its first stub on: a provider's prompt cache is rebuilt from there once.
+    """
+
+    aged: int = 0
+    """How many returns became stubs in this batch."""
+
+    tokens_before: int = 0
+    """Their tokens before."""
+
+    tokens_after: int = 0
+    """The tokens of their stubs."""
+
+    handles: list[str] = field(default_factory=list[str])
+    """The handles the stubs name, oldest return first."""
+
+    prefix_breaks: int = 0
+    """Batches so far in this run, this one included: the requests whose cached prefix aging broke."""
+
+
+@dataclass(kw_only=True)
 class OverflowRunSummary(CapabilityEvent, namespace='overflowing_tool_output'):
     """Emitted once at the end of a run that reduced anything: totals for the whole run."""
 
@@ -87,6 +118,12 @@ class OverflowRunSummary(CapabilityEvent, namespace='overflowing_tool_output'):
 
     handles: list[str] = field(default_factory=list[str])
     """Every handle written in the run."""
+
+    aged: int = 0
+    """How many old tool returns this run moved out of the context (see `Aging`)."""
+
+    prefix_breaks: int = 0
+    """How many of the run's requests changed earlier messages by aging them (one per batch)."""
 
     @property
     def chars_saved(self) -> int:
@@ -118,6 +155,19 @@ class OverflowReport:
     handles: tuple[str, ...]
     """Every handle written."""
 
+    aged: int = 0
+    """How many old tool returns were moved out of the context as stubs (see `Aging`)."""
+
+    aged_chars_before: int = 0
+    """Their characters before."""
+
+    aged_chars_after: int = 0
+    """The characters of their stubs."""
+
+    prefix_breaks: int = 0
+    """How many requests aged returns (one batch each): each changed the requests after it from its first stub on,
+    so a provider's prompt cache was rebuilt from there once."""
+
     @property
     def chars_saved(self) -> int:
         """Characters kept out of the context, on every later request of the run."""
@@ -140,8 +190,11 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
     ```
     """
     reduced = chars_before = chars_after = 0
+    aged = aged_before = aged_after = 0
     by_action: dict[str, int] = {}
     handles: list[str] = []
+    seen: set[str] = set()
+    batches: set[tuple[object, object]] = set()
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
@@ -160,9 +213,20 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
                 chars_before += _int(metadata.get(f'{prefix}_size_before'))
                 chars_after += _int(metadata.get(f'{prefix}_size_after'))
                 handle = metadata.get(f'{prefix}_handle')
-                if isinstance(handle, str):
+                if isinstance(handle, str) and handle not in seen:
+                    seen.add(handle)
                     handles.append(handle)
-    return OverflowReport(reduced, by_action, chars_before, chars_after, tuple(handles))
+            if isinstance(aged_handle := metadata.get(f'{AGED_PREFIX}_handle'), str):
+                aged += 1
+                aged_before += _int(metadata.get(f'{AGED_PREFIX}_size_before'))
+                aged_after += _int(metadata.get(f'{AGED_PREFIX}_size_after'))
+                batches.add((metadata.get(f'{AGED_PREFIX}_run'), metadata.get(f'{AGED_PREFIX}_step')))
+                if aged_handle not in seen:
+                    seen.add(aged_handle)
+                    handles.append(aged_handle)
+    return OverflowReport(
+        reduced, by_action, chars_before, chars_after, tuple(handles), aged, aged_before, aged_after, len(batches)
+    )
 
 
 def _int(value: Any) -> int:
@@ -228,3 +292,64 @@ async def report(ctx: RunContext[Any], tool_name: str, event: OverflowReduced) -
         await ctx.emit(event)
     except UserError:
         pass  # a hook called outside an agent run (tests, direct use) has no event stream
+
+
+def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> tuple[int, int]:
+    """How many returns the run aged, anywhere in the history, and in how many batches (requests)."""
+    aged = 0
+    steps: set[object] = set()
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            metadata: object = getattr(part, 'metadata', None)
+            if is_mapping(metadata) and metadata.get(f'{AGED_PREFIX}_run') == run_id:
+                aged += 1
+                steps.add(metadata.get(f'{AGED_PREFIX}_step'))
+    return aged, len(steps)
+
+
+async def report_run(ctx: RunContext[Any]) -> None:
+    """At the end of a run that reduced or aged anything: its `OverflowRunSummary` event and a log record."""
+    made = overflow_report(m for m in ctx.messages if getattr(m, 'run_id', None) == ctx.run_id)
+    aged, prefix_breaks = aged_in_run(ctx.messages, ctx.run_id)
+    if not made.reduced and not aged:
+        return
+    logger.info(
+        'run %s: reduced %d tool outputs, %d -> %d characters; aged %d in %d batches',
+        ctx.run_id,
+        made.reduced,
+        made.chars_before,
+        made.chars_after,
+        aged,
+        prefix_breaks,
+    )
+    event = OverflowRunSummary(
+        reduced=made.reduced,
+        chars_before=made.chars_before,
+        chars_after=made.chars_after,
+        handles=list(made.handles),
+        aged=aged,
+        prefix_breaks=prefix_breaks,
+    )
+    try:
+        await ctx.emit(event)
+    except UserError:
+        pass  # no event stream to report to
+
+
+async def report_aged(ctx: RunContext[Any], event: OverflowAged) -> None:
+    """Tell the application a batch aged: a typed event on the run's stream and a log record."""
+    logger.info(
+        'aged %d old tool returns (%d -> %d tokens); batch %d of run %s',
+        event.aged,
+        event.tokens_before,
+        event.tokens_after,
+        event.prefix_breaks,
+        ctx.run_id,
+        extra={'overflow_aged': event.aged, 'overflow_aged_handles': event.handles},
+    )
+    try:
+        await ctx.emit(event)
+    except UserError:
+        pass  # a hook called outside an agent run has no event stream

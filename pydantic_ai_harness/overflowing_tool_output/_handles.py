@@ -17,7 +17,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 from ._answers import show, storage_error
-from ._events import CONTENT_PREFIX, VALUE_PREFIX
+from ._events import AGED_PREFIX, CONTENT_PREFIX, VALUE_PREFIX
 from ._query import Payload, open_payload
 from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key, is_short_handle
 from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
@@ -70,7 +70,7 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
         for part in reversed(message.parts):
             if not isinstance(part, ToolReturnPart) or not _is_metadata(part.metadata):
                 continue
-            for prefix in (CONTENT_PREFIX, VALUE_PREFIX):
+            for prefix in (CONTENT_PREFIX, VALUE_PREFIX, AGED_PREFIX):
                 handle, key = part.metadata.get(f'{prefix}_handle'), part.metadata.get(f'{prefix}_key')
                 if isinstance(handle, str) and handle and handle not in seen:
                     seen.add(handle)

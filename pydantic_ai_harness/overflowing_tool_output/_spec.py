@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from .._typing import is_mapping, is_sequence
+from ._aging import Aging
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
@@ -277,6 +278,14 @@ def parse_redaction(spec: Any, where: str) -> SecretRedaction | None:
     if patterns is not None and not isinstance(patterns, Mapping):
         raise SpecError(f'{where}.patterns: expected a mapping of kind -> RE2 pattern, got {type(patterns).__name__}')
     return _built(SecretRedaction, options, where)
+
+
+def parse_aging(spec: Any, where: str) -> Aging | None:
+    """`true` (the default `Aging`), `false` / `null` (off), or its fields as a mapping."""
+    options = _switch_options(spec, Aging, where, "{'after_turns': 4, 'batch_tokens': 8000}")
+    if not isinstance(options, dict):
+        return options
+    return _built(Aging, options, where)
 
 
 def parse_step_budget(spec: Any, where: str) -> StepBudget | None:
