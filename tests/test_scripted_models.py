@@ -33,7 +33,7 @@ from examples._scripted import (
     provider_call_ids,
     seeded_run_ids,
 )
-from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Truncate
+from pydantic_ai_harness.overflowing_tool_output import Aging, Band, LocalFileStore, OverflowingToolOutput, Truncate
 
 pytestmark = pytest.mark.anyio
 
@@ -342,3 +342,21 @@ async def test_the_long_session_finds_every_fact_in_61_requests_without_breaking
     assert (outcome.found, outcome.facts, outcome.requests, outcome.breaks) == (6, 6, 61, 0)
     assert outcome.retrievals == 0  # every return is below the band, so every fact is still in view
     assert outcome.answers == [answer for _, answer in session_payloads.FACTS]
+
+
+async def test_the_long_session_with_aging_reads_every_fact_back_and_repeats_exactly(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+
+    async def once(name: str, aging: Aging | None) -> session.SessionOutcome:
+        capability = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path / name), aging=aging)
+        return await session.run_session(capability, session.ClaudeCodeSession, count, seed=1)
+
+    without, aged, again = await once('without', None), await once('aged', Aging()), await once('again', Aging())
+
+    assert (aged.found, aged.facts) == (6, 6)
+    assert aged.retrievals == 6  # each fact left the context, and one search without a handle found it
+    assert aged.tokens <= without.tokens * session.MAX_AGED_SHARE
+    assert 0 < aged.breaks <= aged.requests // 10
+    assert aged.reported_breaks == aged.breaks  # the capability's count and the one from the requests sent agree
+    # The books are kept by the text sent, so replaced (aged) parts are counted anew and a session repeats exactly.
+    assert (again.tokens, again.breaks, again.answers) == (aged.tokens, aged.breaks, aged.answers)
