@@ -69,7 +69,7 @@ def _grep_call(pattern: str, is_regex: bool, handle: str = '', **arguments: obje
 
 
 async def grep_all_tool_results(
-    known: Sequence[KnownHandle],
+    known: Sequence[KnownHandle] | None,
     store_for: Callable[[str], OverflowStore],
     caps: QueryLimits,
     pattern: str,
@@ -79,6 +79,8 @@ async def grep_all_tool_results(
 ) -> str:
     """The answer to `grep_tool_result` without a handle: `pattern` in each of `known`, newest first.
 
+    `known` is `None` where the conversation's handles cannot be known (a durable unit's context without them).
+
     `offset` is the 1-based position (newest first) of the first result searched, so a search that stopped at a
     bound continues where it stopped.
     """
@@ -87,6 +89,11 @@ async def grep_all_tool_results(
             f'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got {offset}.'
         )
     checked = check_grep_arguments(caps, pattern, 0, max_matches, is_regex, 0)
+    if known is None:
+        return (
+            "A search without a handle cannot see this conversation's stored results here. Pass the handle a "
+            "stored result's preview shows: grep_tool_result(handle, pattern)."
+        )
     if not known:
         return (
             'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '

@@ -16,6 +16,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
+from .._typing import is_list
 from ._answers import show, storage_error
 from ._events import AGED_PREFIX, CONTENT_PREFIX, VALUE_PREFIX
 from ._query import Payload, open_payload
@@ -23,10 +24,12 @@ from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key, is_short_handle
 from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
 
 __all__ = (
+    'CARRIED_HANDLES',
     'LISTED_HANDLES',
     'KnownHandle',
     'clean_handle',
     'conversation_handles',
+    'handles_to_carry',
     'known_handles',
     'near_misses',
     'open_handle',
@@ -145,13 +148,38 @@ def unknown_handle_answer(shown: str, known: Sequence[KnownHandle], *, ambiguous
     return '\n'.join(lines)
 
 
-def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle]:
-    """The handles the run's messages carry; none where the context holds no messages (a Temporal activity's)."""
+CARRIED_HANDLES = 'overflow_handles'
+"""The attribute a durable unit's run context carries the conversation's handles in, when its messages stay behind
+(`OverflowTemporalRunContext` adds it)."""
+
+CARRIED_LIMIT = 1_000
+"""Most handles carried into a durable unit (the newest): each costs about 80 bytes of the unit's payload."""
+
+
+def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle] | None:
+    """The handles the run's messages carry; `None` where the context has no messages (a Temporal activity's)
+    and carries no handles in their place.
+    """
     try:
         messages = ctx.messages
     except UserError:
-        return []
+        return _carried(vars(ctx).get(CARRIED_HANDLES))
     return known_handles(messages)
+
+
+def handles_to_carry(messages: Iterable[ModelMessage]) -> list[list[str | None]]:
+    """The newest `CARRIED_LIMIT` handles of `messages` as plain data, for a durable unit's serialized context."""
+    return [[known.handle, known.tool_name, known.key] for known in known_handles(messages)[:CARRIED_LIMIT]]
+
+
+def _carried(value: object) -> list[KnownHandle] | None:
+    if not is_list(value):
+        return None
+    found: list[KnownHandle] = []
+    for item in value:
+        if is_list(item) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str):
+            found.append(KnownHandle(item[0], item[1], item[2] if isinstance(item[2], str) else None))
+    return found
 
 
 def clean_handle(handle: str) -> str:

@@ -19,6 +19,7 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from ._answers import DEFAULT_LIMIT, QueryLimits, show, storage_error
+from ._events import logger
 from ._grep_all import grep_all_tool_results
 from ._grep_tool import grep_tool_result as _grep_tool_result
 from ._handles import KnownHandle, clean_handle, conversation_handles, resolved_answer
@@ -88,7 +89,7 @@ def build_query_toolset(
         store_for: Callable[[str], OverflowStore] = (
             partial(route, ctx) if route is not None and ctx is not None else (lambda _handle: store)
         )
-        known: list[KnownHandle] = conversation_handles(ctx) if ctx is not None else []
+        known: list[KnownHandle] = (conversation_handles(ctx) if ctx is not None else None) or []
 
         def read(meant: str) -> Awaitable[str]:
             return tool_answer(store_for(meant), meant)
@@ -101,9 +102,13 @@ def build_query_toolset(
         ctx = _RUN.get() if route is not None else None
         if route is None or ctx is None:
             return grep_all_tool_results([], lambda _handle: store, caps, pattern, max_matches, is_regex, offset)
-        return grep_all_tool_results(
-            conversation_handles(ctx), partial(route, ctx), caps, pattern, max_matches, is_regex, offset
-        )
+        known = conversation_handles(ctx)
+        if known is None:
+            logger.warning(  # for the operator: the model's answer already says to pass a handle
+                'grep_tool_result without a handle ran where the run context has neither the messages nor their '
+                'handles: under Temporal, pass run_context_type=OverflowTemporalRunContext to TemporalDurability'
+            )
+        return grep_all_tool_results(known, partial(route, ctx), caps, pattern, max_matches, is_regex, offset)
 
     async def read_tool_result(
         handle: str,

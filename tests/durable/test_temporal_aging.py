@@ -1,0 +1,69 @@
+"""Aging and the search without a handle under Temporal, on the time-skipping test server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+pytest.importorskip(
+    'temporalio', reason='temporalio is not installed: pip install "pydantic-ai-harness-context[durable]"'
+)
+
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from ._temporal_aging import FACT
+from ._temporal_aging_workflow import AgingWorkflow, PlainContextAgingWorkflow
+from .test_temporal import TEST_SERVER
+
+pytestmark = [pytest.mark.durable, pytest.mark.anyio]
+
+WORKFLOWS = [AgingWorkflow, PlainContextAgingWorkflow]
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), plugins=[PydanticAIPlugin()]
+    )
+    async with environment:
+        yield environment
+
+
+async def run(env: WorkflowEnvironment, workflow: type[AgingWorkflow | PlainContextAgingWorkflow]) -> tuple[str, bool]:
+    task_queue = f'aging-{uuid.uuid4()}'
+    async with Worker(env.client, task_queue=task_queue, workflows=WORKFLOWS):
+        handle = await env.client.start_workflow(
+            workflow.run,
+            args=['go', f'run-{uuid.uuid4()}'],
+            id=f'aging-{uuid.uuid4()}',
+            task_queue=task_queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+        output = await handle.result()
+    replay = await Replayer(workflows=WORKFLOWS, plugins=[PydanticAIPlugin()]).replay_workflow(
+        await handle.fetch_history()
+    )
+    return output, replay.replay_failure is None
+
+
+async def test_old_returns_age_in_the_workflow_and_one_search_finds_a_fact_in_them(env: WorkflowEnvironment) -> None:
+    output, replayed = await run(env, AgingWorkflow)
+    stubs, answer = output.split('\n', 1)
+    assert int(stubs.removesuffix(' stubs')) >= 4  # the old pages were aged in the workflow, written by activities
+    assert FACT in answer  # found in an aged page by a search without a handle, run in an activity
+    assert replayed  # the same aging decisions and handles on replay
+
+
+async def test_without_the_handles_the_search_tells_the_model_to_pass_one(
+    env: WorkflowEnvironment, caplog: pytest.LogCaptureFixture
+) -> None:
+    output, replayed = await run(env, PlainContextAgingWorkflow)
+    assert FACT not in output
+    assert "cannot see this conversation's stored results here. Pass the handle" in output
+    assert 'run_context_type=OverflowTemporalRunContext' in caplog.text
+    assert replayed
