@@ -18,6 +18,7 @@ from bench import (
     _economy_core as economy,
     _economy_questions as questions,
     _economy_session as session,
+    _economy_windows as windows,
     _session_payloads as session_payloads,
     bench_economy,
 )
@@ -360,3 +361,15 @@ async def test_the_long_session_with_aging_reads_every_fact_back_and_repeats_exa
     assert aged.reported_breaks == aged.breaks  # the capability's count and the one from the requests sent agree
     # The books are kept by the text sent, so replaced (aged) parts are counted anew and a session repeats exactly.
     assert (again.tokens, again.breaks, again.answers) == (aged.tokens, aged.breaks, aged.answers)
+
+
+async def test_under_an_8k_window_the_share_band_stores_every_session_return(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+    capability = windows.relative_bands(tmp_path)
+    outcome = await session.run_session(capability, session.CarefulSession, count, seed=1, context_window=8_000)
+
+    # 5% of 8,000 tokens is 400: every 2-8 KB return is stored, so facts not in a preview are searched for.
+    assert (outcome.found, outcome.facts) == (6, 6)
+    assert outcome.retrievals > 0
+    assert outcome.tokens < 500_000  # about a quarter of the session with every return in full
+    assert outcome.over_window > 0  # the previews alone outgrow the window: aging has to keep it in
