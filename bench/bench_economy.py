@@ -3,44 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
-import random
-import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from bench._economy_core import MODELS, Outcome, cached, run_scenario, scenarios
+from bench._economy_questions import (
+    measure_nearby,
+    measure_parallel,
+    measure_structural,
+    nearby_entries,
+    parallel_entries,
+    structural_entries,
+)
+from bench._economy_session import (
+    BASELINES,
+    measure_session,
+    session_entries,
+    session_table,
+)
+from bench._economy_windows import WINDOWS, measure_windows, window_entries
 from bench._report import Entry
-from examples import _payloads as payloads
 from examples._scripted import (
     NOT_FOUND,
     CarefulModel,
-    ClaudeCodeModel,
-    Question,
-    ScriptedModel,
     cl100k_counter,
-    in_hex_dump,
-    on_line,
-    part_text,
-    preceding,
-    provider_call_ids,
     seeded_run_ids,
     tool_definitions_text,
-    visible_text,
 )
 from pydantic_ai_harness.overflowing_tool_output import (
     Band,
     LocalFileStore,
     OverflowingToolOutput,
     Spill,
-    StepBudget,
     Truncate,
 )
 from pydantic_ai_harness.overflowing_tool_output._tools import QUERY_TOOL_NAMES
@@ -57,6 +59,12 @@ and answers `NOT FOUND` when nothing it was shown holds the fact. Every scenario
   it was shown as `offset`, a few lines above it, reads a 50-line window (`limit=50`), greps only when no
   shown line names the term, and copies the handle from the spill preview verbatim.
 
+A question may need several calls (the ten pages of a paginated API): when a call's output was stored and its
+preview does not name the term, both models fetch the remaining calls first, then, with several outputs
+stored, search them all with one `grep_tool_result` without a handle, as its description offers, and read
+around a match by the handle and line the answer names (careful: the read it suggests; Claude Code-style: a
+50-line window from the line shown).
+
 Runs use default ids, as in production: no `run_id` is passed, so pydantic-ai assigns its own UUIDv7, and
 tool call ids look like a provider's (`call_` and 24 letters and digits). Both come from seeded generators
 (`seeded_run_ids`, `provider_call_ids`), so a run repeats exactly; payloads are seeded too
@@ -72,115 +80,13 @@ the default `OverflowingToolOutput()`; a tuned set (lower thresholds, small prev
 `strip_ansi=True`). The target for the default configuration is issue 15's: at most 60% of 58,105 tokens
 over the 8 scenarios (the figure then, measured with short custom ids such as `bench-run_tests/call_1/0`),
 with 8/8 facts and at most 1.5 retrieval calls per fact; the same run on short ids is measured again for
-comparison.
+comparison. Issue 26's targets: the ten 300 KB pages in at most 2 retrieval calls with both models, facts 8/8
+in every configuration that stores, under every context window too; in the long session, input tokens with
+aging at most 50% of without, every fact found, at most 1 cache-prefix break per 10 requests.
 """
 
+
 CHART = Path(__file__).resolve().parent.parent / 'docs' / 'benchmarks-tokens.png'
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A tool whose output hides one fact, and the question that asks for it."""
-
-    name: str
-    tool: str
-    make: Callable[[int], Any]
-    question: Question
-    expected: str
-    large: bool = True
-
-
-def _scenarios() -> list[Scenario]:
-    return [
-        Scenario(
-            '20 MB test log, one failure in the middle',
-            'run_tests',
-            lambda _: payloads.test_log(320_000),
-            Question('Which test failed?', [('run_tests', {})], 'FAILED', on_line('FAILED ', r'FAILED (\S+)')),
-            payloads.FAILING_TEST,
-        ),
-        Scenario(
-            '5 MB JSON API response, one stuck order',
-            'list_orders',
-            lambda _: payloads.orders_json(25_000),
-            Question(
-                'Which order is stuck?',
-                [('list_orders', {})],
-                '"stuck"',
-                preceding('stuck', r'(ord_[0-9a-f]{8})'),
-            ),
-            payloads.STUCK_ORDER_ID,
-        ),
-        Scenario(
-            'CSV export, 200k rows, one flagged',
-            'export_users',
-            lambda _: payloads.csv_export(200_000),
-            Question(
-                'Which user had a chargeback?',
-                [('export_users', {})],
-                'chargeback',
-                on_line('chargeback', r'^\W*(?:\d+\|\s*)?(u\d{7}),'),
-            ),
-            'u0066666',
-        ),
-        Scenario(
-            'long source file (800 KB)',
-            'read_source',
-            lambda _: payloads.source_file(),
-            Question(
-                'How many times is a failed payment retried?',
-                [('read_source', {})],
-                'MAX_PAYMENT_RETRIES',
-                on_line('MAX_PAYMENT_RETRIES', r'MAX_PAYMENT_RETRIES = (\d+)'),
-            ),
-            str(payloads.RETRY_LIMIT),
-            large=False,
-        ),
-        Scenario(
-            '`find` listing, 120k paths',
-            'list_files',
-            lambda _: payloads.find_listing(),
-            Question(
-                'Where is the production credentials file?',
-                [('list_files', {})],
-                'credentials',
-                on_line('credentials', r'(\./\S*credentials\.yaml)'),
-            ),
-            payloads.SECRET_PATH,
-        ),
-        Scenario(
-            'binary blob (2 MB firmware image)',
-            'download_firmware',
-            lambda _: payloads.firmware_blob(),
-            Question(
-                'What firmware version is this image?',
-                [('download_firmware', {})],
-                'FW_VERSION',
-                in_hex_dump(r'FW_VERSION="([^"]+)"'),
-            ),
-            payloads.FIRMWARE_VERSION,
-        ),
-        Scenario(
-            'ANSI-coloured CI output (1.1 MB)',
-            'run_ci',
-            lambda _: payloads.ansi_ci_output(),
-            Question('Which CI step failed?', [('run_ci', {})], 'failed', on_line('failed', r'step (\S+) failed')),
-            payloads.FAILED_STEP,
-        ),
-        Scenario(
-            '10 sequential pages of 30 KB, fact on page 7',
-            'get_page',
-            payloads.catalog_page,
-            Question(
-                'What does WIDGET-42 cost?',
-                [('get_page', {'page': page}) for page in range(1, 11)],
-                'WIDGET-42',
-                on_line('WIDGET-42', r'WIDGET-42 costs ([\d.]+ EUR)'),
-            ),
-            '129.50 EUR',
-            large=False,
-        ),
-    ]
 
 
 def _configurations(root: Path, tool: str) -> dict[str, Callable[[], OverflowingToolOutput[Any] | None]]:
@@ -200,9 +106,6 @@ def _configurations(root: Path, tool: str) -> dict[str, Callable[[], Overflowing
     }
 
 
-MODELS: dict[str, type[ScriptedModel]] = {'careful': CarefulModel, 'Claude Code-style': ClaudeCodeModel}
-"""The scripted models every scenario runs with, by the name the report gives them."""
-
 BASELINE_TOKENS = 58_105
 """The default configuration's input tokens over the 8 scenarios when issue 15 set its target (careful model,
 short custom run ids `bench-<tool>` and call ids `call_N`, so handles like `bench-run_tests/call_1/0`)."""
@@ -217,67 +120,6 @@ FIXED_COST_TARGET = 379
 """The target for the read and grep tool definitions together, in cl100k tokens (sent with every request)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    scenario: str
-    configuration: str
-    model: str
-    tokens: int
-    tokens_heuristic: int
-    tool_definition_tokens: int
-    query_tool_definition_tokens: int
-    peak: int
-    requests: int
-    retrievals: int
-    found: bool
-    answer: str
-
-
-def cached(count: Callable[[str], int]) -> Callable[[str], int]:
-    """`count` remembering its answers by a digest of the text: the scenarios send the same big payloads many times."""
-    seen: dict[bytes, int] = {}
-
-    def counted(text: str) -> int:
-        key = hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=16).digest()
-        if key not in seen:
-            seen[key] = count(text)
-        return seen[key]
-
-    return counted
-
-
-async def _run(
-    scenario: Scenario,
-    capability: OverflowingToolOutput[Any] | None,
-    brain: ScriptedModel,
-    *,
-    run_id: str | None = None,
-) -> Outcome:
-    agent = Agent(brain.model(), capabilities=[capability] if capability else [])
-
-    def tool(page: int = 0) -> Any:
-        return scenario.make(page)
-
-    agent.tool_plain(name=scenario.tool)(tool)
-    await agent.run(scenario.question.prompt, run_id=run_id)
-    [answer] = brain.trace.answers
-    trace = brain.trace
-    return Outcome(
-        scenario=scenario.name,
-        configuration='',
-        model='',
-        tokens=trace.input_tokens,
-        tokens_heuristic=trace.input_tokens_heuristic,
-        tool_definition_tokens=trace.tool_definition_tokens,
-        query_tool_definition_tokens=trace.query_tool_definition_tokens,
-        peak=trace.peak_request_tokens,
-        requests=trace.requests,
-        retrievals=trace.retrieval_calls,
-        found=answer == scenario.expected,
-        answer=answer,
-    )
-
-
 async def measure(count: Callable[[str], int] | None = None) -> list[Outcome]:
     """Every scenario under every configuration, with every scripted model, on default run and call ids.
 
@@ -287,14 +129,14 @@ async def measure(count: Callable[[str], int] | None = None) -> list[Outcome]:
     count = count or cached(cl100k_counter())
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix='economy-') as tmp:
-        for s_index, scenario in enumerate(_scenarios()):
+        for s_index, scenario in enumerate(scenarios()):
             configurations = _configurations(Path(tmp), scenario.tool)
             for c_index, (name, make) in enumerate(configurations.items()):
                 seed = s_index * 100 + c_index
                 for model_name, model in MODELS.items():
                     brain = model([scenario.question], count_tokens=count, seed=seed)
                     with seeded_run_ids(seed):
-                        outcome = await _run(scenario, make(), brain)
+                        outcome = await run_scenario(scenario, make(), brain)
                     outcomes.append(replace(outcome, configuration=name, model=model_name))
     return outcomes
 
@@ -304,12 +146,12 @@ async def measure_short_ids(count: Callable[[str], int] | None = None) -> list[O
     count = count or cached(cl100k_counter())
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix='economy-short-') as tmp:
-        for scenario in _scenarios():
+        for scenario in scenarios():
             make = _configurations(Path(tmp), scenario.tool)['default']
             brain = CarefulModel(
                 [scenario.question], count_tokens=count, call_ids=(f'call_{n}' for n in itertools.count(1))
             )
-            outcome = await _run(scenario, make(), brain, run_id=f'bench-{scenario.tool}')
+            outcome = await run_scenario(scenario, make(), brain, run_id=f'bench-{scenario.tool}')
             outcomes.append(replace(outcome, configuration='default, short ids', model='careful'))
     return outcomes
 
@@ -393,7 +235,7 @@ def _split(rows: list[Outcome]) -> str:
 
 def economy_entries(outcomes: list[Outcome], short_ids: list[Outcome], tool_costs: dict[str, int]) -> list[Entry]:
     """The measurements the targets are checked on."""
-    scenarios = {s.name: s for s in _scenarios()}
+    by_name = {s.name: s for s in scenarios()}
     rows = {
         (o.configuration, o.model): [r for r in outcomes if (r.configuration, r.model) == (o.configuration, o.model)]
         for o in outcomes
@@ -429,6 +271,21 @@ def economy_entries(outcomes: list[Outcome], short_ids: list[Outcome], tool_cost
                 detail=f'{sum(o.retrievals for o in default)} calls for {total} facts',
             ),
         ]
+    pages = next(s.name for s in scenarios() if s.tool == 'get_page')
+    for model in MODELS:
+        for configuration in ('default', 'tuned'):
+            [paged] = [o for o in rows[(configuration, model)] if o.scenario == pages]
+            entries.append(
+                Entry(
+                    'economy',
+                    f'{model}, {configuration}: ten 300 KB pages, one fact, retrieval calls',
+                    paged.retrievals,
+                    'calls',
+                    '<= 2, fact found',
+                    paged.found and paged.retrievals <= 2,
+                    detail=f'{paged.tokens:,} input tokens over {paged.requests} requests',
+                )
+            )
     short = sum(o.tokens for o in short_ids)
     entries.append(
         Entry(
@@ -457,7 +314,7 @@ def economy_entries(outcomes: list[Outcome], short_ids: list[Outcome], tool_cost
         )
     )
     careful_default, bare = rows[('default', 'careful')], rows[('no capability', 'careful')]
-    large_ratios = [d.tokens / b.tokens for d, b in zip(careful_default, bare) if scenarios[d.scenario].large]
+    large_ratios = [d.tokens / b.tokens for d, b in zip(careful_default, bare) if by_name[d.scenario].large]
     worst = max(large_ratios)
     truncate = rows[('Truncate only', 'careful')]
     truncate_found = sum(o.found for o in truncate)
@@ -492,6 +349,8 @@ def run() -> tuple[list[Entry], str]:
         structural, structural_table = structural_entries(asyncio.run(measure_structural(Path(tmp), count)))
         parallel, parallel_table = parallel_entries(asyncio.run(measure_parallel(Path(tmp), count)))
         nearby, nearby_table = nearby_entries(asyncio.run(measure_nearby(Path(tmp), count)))
+        windows, windows_table = window_entries(asyncio.run(measure_windows(Path(tmp), count)))
+        session, session_text = session_section(Path(tmp), count)
     chart(outcomes)
     entries = economy_entries(outcomes, short_ids, tool_costs)
     groups: dict[tuple[str, str], list[Outcome]] = {}
@@ -502,304 +361,26 @@ def run() -> tuple[list[Entry], str]:
         for (model, configuration), rows in groups.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    tables = f'{text}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
-    return [*entries, *nearby, *structural, *parallel], tables
+    tables = f'{text}\n\n{windows_table}\n\n{session_text}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
+    return [*entries, *windows, *session, *nearby, *structural, *parallel], tables
 
 
-# --- the answer a few lines away from the line shown ------------------------------------------------
-
-TRACEBACK_QUESTION = Question(
-    'The CI run is red. Which line of which test file does the failing test break on?',
-    [('run_tests', {})],
-    'FAILED',
-    lambda text: (m := re.search(r'File "(tests/\S+)", line (\d+)', text)) and f'{m[1]}:{m[2]}',
-)
-"""The demo's question: the answer is in the traceback, 3 lines above the `FAILED` line a preview or grep shows."""
-
-
-async def measure_nearby(root: Path, count: Callable[[str], int]) -> dict[str, Outcome]:
-    """The traceback question on a 50,000-line test log, default configuration, with every scripted model."""
-    scenario = Scenario(
-        '50,000-line test log, answer in the traceback',
-        'run_tests',
-        lambda _: payloads.test_log(),
-        TRACEBACK_QUESTION,
-        payloads.FAILING_LOCATION,
+def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:
+    """The long session, with the window unknown and under each window; its entries and its table."""
+    windows: dict[str, int | None] = {'unknown': None, **WINDOWS}
+    outcomes = asyncio.run(measure_session(windows, root, count))
+    text = (
+        'A long session: ten tasks of four tool calls each (file reads, test runs, `git log`, `ls -la`, API JSON: '
+        '40 returns of 2-8 KB, every one below the default band), each task followed by a user turn answered in '
+        'words, then six questions about facts in the first twelve returns (61 requests when every fact is still in '
+        'view). With aging, old returns become stubs naming a handle, and the models find each fact with one '
+        '`grep_tool_result` without a handle. `Aging()` is the default (`after_turns=4, min_tokens=200, '
+        'batch_tokens=8_000`); `Aging(min_tokens=500, batch_tokens=4_000)` ages in smaller batches. Under a known '
+        'window the band is the share band above: under 8k tokens it already spills every return, the previews are '
+        "below the default aging's batch (nothing ages, and the history outgrows the window), so an aging sized for "
+        'that window runs too. Prefix breaks: requests whose earlier messages or tool definitions differ from the '
+        "previous request's, which a provider's prompt cache cannot reuse; counted from the requests the model was "
+        'sent, and as the capability reports them (`overflow_report(history).prefix_breaks`).\n\n'
+        + session_table(outcomes, BASELINES)
     )
-    outcomes: dict[str, Outcome] = {}
-    for model_name, model in MODELS.items():
-        brain = model([scenario.question], count_tokens=count, seed=3_000)
-        capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root / f'nearby-{len(outcomes)}'))
-        with seeded_run_ids(3_000):
-            outcome = await _run(scenario, capability, brain)
-        outcomes[model_name] = replace(outcome, configuration='default', model=model_name)
-    return outcomes
-
-
-def nearby_entries(outcomes: dict[str, Outcome]) -> tuple[list[Entry], str]:
-    entries = [
-        Entry(
-            'economy',
-            f'{model}, default: the answer 3 lines above the line shown (traceback question): retrieval calls',
-            o.retrievals,
-            'calls',
-            '<= 2, answer found',
-            o.found and o.retrievals <= 2,
-            detail=f'{o.tokens:,} tokens; answer {o.answer!r}',
-        )
-        for model, o in outcomes.items()
-    ]
-    rows = '\n'.join(
-        f'| {model} | {o.retrievals} | {o.tokens:,} | {"yes" if o.found else "**no**"} |'
-        for model, o in outcomes.items()
-    )
-    table = (
-        f'The answer a few lines from the line shown, "{TRACEBACK_QUESTION.prompt}" over a 50,000-line test log '
-        "(default configuration; the preview and grep show the `FAILED` line, the answer is the traceback's "
-        '`File ..., line N` 3 lines above it):\n\n'
-        '| model | retrieval calls | input tokens (cl100k) | answer found |\n|---|---:|---:|---|\n' + rows
-    )
-    return entries, table
-
-
-# --- structural question: "how many orders are stuck, and which" ------------------------------------
-
-STRUCTURAL_QUESTION = 'How many orders are stuck, and which?'
-_GREP_HIT = re.compile(r'^>\s*(\d+)\| (.*)$', re.MULTILINE)
-_RECORD_ID = re.compile(r'\{"id":"([^"]+)"')
-_QUERY_ID = re.compile(r"\['id'\] = \"([^\"]+)\"")
-
-
-def stuck_orders(count: int = 20_000, seed: int = 23) -> tuple[dict[str, Any], list[str]]:
-    """Orders whose status sits below their items and history; past delays also read `"status": "stuck"`."""
-    rng = random.Random(seed)
-    stuck_at = {count // 7, count // 2, count * 6 // 7}
-    data: list[dict[str, Any]] = []
-    stuck: list[str] = []
-    for i in range(count):
-        order_id = f'ord_{rng.getrandbits(32):08x}'
-        history = [{'at': f'2024-05-{rng.randint(1, 28):02d}', 'status': 'stuck'}] if rng.random() < 0.002 else []
-        status = 'stuck' if i in stuck_at else rng.choice(['paid', 'shipped', 'delivered'])
-        if status == 'stuck':
-            stuck.append(order_id)
-        data.append(
-            {
-                'id': order_id,
-                'customer': {'id': f'cus_{rng.getrandbits(24):06x}', 'country': rng.choice(['FR', 'DE', 'US'])},
-                'items': [{'sku': f'SKU-{rng.randint(1000, 9999)}', 'qty': rng.randint(1, 4)} for _ in range(3)],
-                'history': history,
-                'status': status,
-            }
-        )
-    return {'object': 'list', 'data': data}, stuck
-
-
-@dataclass
-class _StructuralTrace:
-    retrievals: int = 0
-    tokens: int = 0
-    answer: tuple[int, list[str]] | None = None
-
-
-def _structural_model(strategy: str, trace: _StructuralTrace, count: Callable[[str], int], seed: int) -> FunctionModel:
-    """A careful model answering the structural question, by grep and reads, or by one path query."""
-    state: dict[str, Any] = {'hits': [], 'ids': []}
-    call_ids = provider_call_ids(seed)
-
-    def call(name: str, args: dict[str, Any]) -> ModelResponse:
-        trace.retrievals += 1
-        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=next(call_ids))])
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        trace.tokens += sum(count(part_text(part)) for message in messages for part in message.parts)
-        trace.tokens += count(tool_definitions_text(info.function_tools))
-        if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart('list_orders', {}, tool_call_id=next(call_ids))])
-        text = visible_text(messages[-1])
-        handle = re.search(r"handle '([^']+)'", text) or re.search(r"handle='([^']+)'", text)
-        if 'handle' not in state and handle:
-            state['handle'] = handle.group(1)
-            if strategy == 'path query':
-                return call('read_tool_result', {'handle': state['handle'], 'path': "$.data[?@.status=='stuck'].id"})
-            return call(
-                'grep_tool_result',
-                {'handle': state['handle'], 'pattern': '"status":"stuck"', 'max_matches': 100, 'context_lines': 0},
-            )
-        if strategy == 'path query':
-            ids = _QUERY_ID.findall(text)
-            trace.answer = (len(ids), ids)
-            return ModelResponse(parts=[TextPart(f'{len(ids)}: {", ".join(ids)}')])
-        if not state.get('grepped'):
-            state['grepped'] = True
-            # Each hit is a whole order (one record per line): its own status is its last member; a hit only
-            # inside its history (`{"at":...,"status":"stuck"}]`) is a past delay.
-            for match in _GREP_HIT.finditer(text):
-                record = match.group(2).rstrip(',')
-                ids = _RECORD_ID.findall(record)
-                if record.endswith('"status":"stuck"}') and ids:
-                    state['ids'].append(ids[0])
-                elif record.endswith('"status":"stuck"}'):
-                    state['hits'].append(int(match.group(1)))  # a record cut on its line: read it
-        else:
-            ids = _RECORD_ID.findall(text)
-            if ids:
-                state['ids'].append(ids[-1])
-        if state['hits']:
-            line = state['hits'].pop(0)
-            return call('read_tool_result', {'handle': state['handle'], 'offset': max(0, line - 30), 'limit': 32})
-        trace.answer = (len(state['ids']), state['ids'])
-        return ModelResponse(parts=[TextPart(f'{len(state["ids"])}: {", ".join(state["ids"])}')])
-
-    return FunctionModel(respond, model_name=f'structural-{strategy}')
-
-
-async def measure_structural(root: Path, count: Callable[[str], int]) -> dict[str, tuple[_StructuralTrace, bool]]:
-    """The structural question under the default configuration, answered by grep and reads, or by a path query."""
-    document, stuck = stuck_orders()
-    outcomes: dict[str, tuple[_StructuralTrace, bool]] = {}
-    for seed, strategy in enumerate(('grep and read', 'path query'), start=1_000):
-        trace = _StructuralTrace()
-        capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root / strategy.replace(' ', '-')))
-        agent = Agent(_structural_model(strategy, trace, count, seed), capabilities=[capability])
-        agent.tool_plain(name='list_orders')(lambda: document)
-        with seeded_run_ids(seed):
-            await agent.run(STRUCTURAL_QUESTION)
-        outcomes[strategy] = (trace, trace.answer == (len(stuck), stuck))
-    return outcomes
-
-
-def structural_entries(outcomes: dict[str, tuple[_StructuralTrace, bool]]) -> tuple[list[Entry], str]:
-    (grep, grep_ok), (query, query_ok) = outcomes['grep and read'], outcomes['path query']
-    entries = [
-        Entry(
-            'economy',
-            'structural question ("how many orders are stuck, and which"): retrieval calls, path query vs grep',
-            query.retrievals,
-            'calls',
-            f'<= {grep.retrievals} (grep and read), both correct',
-            query_ok and grep_ok and query.retrievals <= grep.retrievals,
-            detail=f'grep and read: {grep.retrievals} calls, {grep.tokens:,} tokens; '
-            f'path query: {query.retrievals} call, {query.tokens:,} tokens',
-        )
-    ]
-    rows = '\n'.join(
-        f'| {name} | {trace.retrievals} | {trace.tokens:,} | {"yes" if ok else "**no**"} |'
-        for name, (trace, ok) in outcomes.items()
-    )
-    table = (
-        f'Structural question, "{STRUCTURAL_QUESTION}" over a 20,000-order JSON response (default configuration):\n\n'
-        '| strategy | retrieval calls | input tokens (cl100k) | exact answer |\n|---|---:|---:|---|\n' + rows
-    )
-    return entries, table
-
-
-# --- many parallel calls: the step budget ----------------------------------------------------------------
-
-PARALLEL_QUESTION = 'Search the 24 regional catalogs: what does WIDGET-42 cost?'
-PARALLEL_CALLS = 24
-PARALLEL_FACT = '129.50 EUR'
-_PARALLEL_HANDLE = re.compile(r"handle '([^']+)'")
-_PARALLEL_ANSWER = re.compile(r'WIDGET-42 costs ([\d.]+ EUR)')
-
-
-def regional_catalog(region: int, seed: int = 31) -> str:
-    """A search result below every band (6,000-9,500 characters); one region lists the widget asked about."""
-    rng = random.Random(seed * 1_000 + region)
-    rows = [f'region {region} catalog, page 1 of 1']
-    while sum(len(row) + 1 for row in rows) < rng.randint(6_000, 9_500):
-        rows.append(
-            f'SKU-{rng.randint(1000, 9999)} {rng.choice(["bolt", "nut", "gear", "spring"])} costs {rng.randint(1, 999)}.{rng.randint(0, 99):02d} EUR'
-        )
-    if region == 17:
-        rows.insert(len(rows) // 2, f'WIDGET-42 costs {PARALLEL_FACT}')
-    return '\n'.join(rows)
-
-
-def _parallel_model(trace: _StructuralTrace, count: Callable[[str], int], seed: int) -> FunctionModel:
-    """A careful model: one step of parallel searches, then a grep of every stored result it was not shown in full."""
-    call_ids = provider_call_ids(seed)
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        trace.tokens += sum(count(part_text(part)) for message in messages for part in message.parts)
-        trace.tokens += count(tool_definitions_text(info.function_tools))
-        if len(messages) == 1:
-            calls = [
-                ToolCallPart('search_catalog', {'region': r}, tool_call_id=next(call_ids))
-                for r in range(PARALLEL_CALLS)
-            ]
-            return ModelResponse(parts=calls)
-        text = visible_text(messages[-1])
-        found = _PARALLEL_ANSWER.search(text)
-        if found:
-            trace.answer = (1, [found.group(1)])
-            return ModelResponse(parts=[TextPart(found.group(1))])
-        handles = _PARALLEL_HANDLE.findall(text)
-        if handles and trace.retrievals == 0:
-            trace.retrievals = len(handles)
-            greps = [
-                ToolCallPart(
-                    'grep_tool_result',
-                    {'handle': h, 'pattern': 'WIDGET-42', 'max_matches': 1},
-                    tool_call_id=next(call_ids),
-                )
-                for h in handles
-            ]
-            return ModelResponse(parts=greps)
-        trace.answer = (0, [])
-        return ModelResponse(parts=[TextPart(NOT_FOUND)])
-
-    return FunctionModel(respond, model_name='parallel-careful')
-
-
-async def measure_parallel(root: Path, count: Callable[[str], int]) -> dict[str, _StructuralTrace]:
-    """The parallel-search question under the default configuration, with and without a step budget."""
-    budgets: dict[str, StepBudget | None] = {
-        'default': None,
-        'default + StepBudget(40,000)': StepBudget(max_size=40_000),
-        'default + StepBudget(40,000, Spill(preview_chars=300))': StepBudget(
-            max_size=40_000, action=Spill(preview_chars=300)
-        ),
-    }
-    outcomes: dict[str, _StructuralTrace] = {}
-    for number, (name, budget) in enumerate(budgets.items()):
-        trace = _StructuralTrace()
-        capability = OverflowingToolOutput(
-            store=LocalFileStore(base_dir=root / f'parallel-{number}'), step_budget=budget
-        )
-        agent = Agent(_parallel_model(trace, count, 2_000 + number), capabilities=[capability])
-        agent.tool_plain(name='search_catalog')(regional_catalog)
-        with seeded_run_ids(2_000 + number):
-            await agent.run(PARALLEL_QUESTION)
-        outcomes[name] = trace
-    return outcomes
-
-
-def parallel_entries(outcomes: dict[str, _StructuralTrace]) -> tuple[list[Entry], str]:
-    plain = outcomes['default']
-    found = {name: trace.answer == (1, [PARALLEL_FACT]) for name, trace in outcomes.items()}
-    entries: list[Entry] = []
-    for name, trace in outcomes.items():
-        if trace is plain:
-            continue
-        saved = 1 - trace.tokens / plain.tokens
-        entries.append(
-            Entry(
-                'economy',
-                f'{PARALLEL_CALLS} parallel calls under every band, {name.removeprefix("default + ")}: input tokens saved',
-                saved * 100,
-                '%',
-                '>= 40%, fact still found',
-                saved >= 0.4 and found[name] and found['default'],
-                detail=f'{plain.tokens:,} -> {trace.tokens:,} tokens; {trace.retrievals} retrieval calls',
-            )
-        )
-    rows = '\n'.join(
-        f'| {name} | {trace.retrievals} | {trace.tokens:,} | {"yes" if found[name] else "**no**"} |'
-        for name, trace in outcomes.items()
-    )
-    table = (
-        f'Many parallel calls, "{PARALLEL_QUESTION}" ({PARALLEL_CALLS} results of 6,000-9,500 characters each, '
-        'all below the default 10,000-character band):\n\n'
-        '| configuration | retrieval calls | input tokens (cl100k) | fact found |\n|---|---:|---:|---|\n' + rows
-    )
-    return entries, table
+    return session_entries(outcomes), text

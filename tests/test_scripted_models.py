@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from bench import bench_economy
+from bench import (
+    _economy_core as economy,
+    _economy_questions as questions,
+    _economy_session as session,
+    _economy_windows as windows,
+    _session_payloads as session_payloads,
+    bench_economy,
+)
 from examples import _payloads as payloads
 from examples._scripted import (
     NOT_FOUND,
@@ -24,11 +34,11 @@ from examples._scripted import (
     provider_call_ids,
     seeded_run_ids,
 )
-from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Truncate
+from pydantic_ai_harness.overflowing_tool_output import Aging, Band, LocalFileStore, OverflowingToolOutput, Truncate
 
 pytestmark = pytest.mark.anyio
 
-TRACEBACK = bench_economy.TRACEBACK_QUESTION
+TRACEBACK = questions.TRACEBACK_QUESTION
 
 DEPLOY_LOG_FAILURE = 'deploy to eu-west-3 halted'
 DEPLOY_REASON = 'quota exceeded for instance type m7g.large'
@@ -209,14 +219,14 @@ async def test_seeded_run_ids_are_pydantic_ais_own_uuid7_run_ids_and_repeat() ->
 
 @pytest.mark.parametrize('model', ['careful', 'Claude Code-style'])
 async def test_an_economy_scenario_finds_its_fact_and_repeats_exactly(tmp_path: Path, model: str) -> None:
-    [scenario] = [s for s in bench_economy._scenarios() if s.tool == 'read_source']
-    count = bench_economy.cached(cl100k_counter())
+    [scenario] = [s for s in economy.scenarios() if s.tool == 'read_source']
+    count = economy.cached(cl100k_counter())
 
-    async def once(root: Path) -> bench_economy.Outcome:
-        brain = bench_economy.MODELS[model]([scenario.question], count_tokens=count, seed=3)
+    async def once(root: Path) -> economy.Outcome:
+        brain = economy.MODELS[model]([scenario.question], count_tokens=count, seed=3)
         capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root))
         with seeded_run_ids(3):
-            return await bench_economy._run(scenario, capability, brain)
+            return await economy.run_scenario(scenario, capability, brain)
 
     first, second = await once(tmp_path / 'a'), await once(tmp_path / 'b')
     assert first.found and first.answer == str(payloads.RETRY_LIMIT)
@@ -225,8 +235,8 @@ async def test_an_economy_scenario_finds_its_fact_and_repeats_exactly(tmp_path: 
 
 
 async def test_the_nearby_answer_bench_finds_it_with_both_models(tmp_path: Path) -> None:
-    outcomes = await bench_economy.measure_nearby(tmp_path, bench_economy.cached(cl100k_counter()))
-    entries, table = bench_economy.nearby_entries(outcomes)
+    outcomes = await questions.measure_nearby(tmp_path, economy.cached(cl100k_counter()))
+    entries, table = questions.nearby_entries(outcomes)
 
     assert {model: (o.found, o.retrievals) for model, o in outcomes.items()} == {
         'careful': (True, 2),  # grep, then the suggested read
@@ -240,3 +250,126 @@ async def test_tool_definition_costs_name_every_query_tool() -> None:
     costs = await bench_economy.tool_definition_costs(cl100k_counter())
     assert set(costs) == {'read_tool_result', 'grep_tool_result'}
     assert all(50 < tokens < 1_000 for tokens in costs.values())
+
+
+PAGE_QUESTION = Question(
+    'What does WIDGET-42 cost?',
+    [('get_page', {'page': page}) for page in range(1, 11)],
+    'WIDGET-42',
+    on_line('WIDGET-42', r'WIDGET-42 costs ([\d.]+ EUR)'),
+)
+
+
+@pytest.mark.parametrize('model', [CarefulModel, ClaudeCodeModel])
+async def test_scripted_models_fetch_every_page_then_search_them_all_at_once(
+    tmp_path: Path, model: type[ScriptedModel]
+) -> None:
+    brain = model([PAGE_QUESTION])
+    agent = Agent(brain.model(), capabilities=[spill(tmp_path)])
+    agent.tool_plain(name='get_page')(payloads.catalog_page)
+    with seeded_run_ids(2):
+        messages = (await agent.run(PAGE_QUESTION.prompt)).all_messages()
+
+    assert brain.trace.answers == ['129.50 EUR']
+    made = calls(messages)
+    # No preview names the widget: the ten pages first, then one search without a handle shows the fact.
+    assert [c.tool_name for c in made] == ['get_page'] * 10 + ['grep_tool_result']
+    assert 'handle' not in made[-1].args_as_dict()
+    assert brain.trace.retrieval_calls == 1
+
+
+@pytest.mark.parametrize(('model', 'limit'), [(CarefulModel, 12), (ClaudeCodeModel, 50)])
+async def test_scripted_models_read_around_a_match_by_the_handle_the_search_names(
+    tmp_path: Path, model: type[ScriptedModel], limit: int
+) -> None:
+    question = Question(
+        DEPLOY_QUESTION.prompt,
+        [('read_log', {'part': part}) for part in (1, 2)],
+        DEPLOY_QUESTION.search,
+        DEPLOY_QUESTION.extract,
+    )
+    brain = model([question])
+    agent = Agent(brain.model(), capabilities=[spill(tmp_path)])
+    parts = {
+        1: deploy_log().replace(DEPLOY_LOG_FAILURE, 'deploy to eu-west-1 done').replace('reason:', 'note:'),
+        2: deploy_log(),
+    }
+    agent.tool_plain(name='read_log')(lambda part: parts[part])
+    with seeded_run_ids(4):
+        messages = (await agent.run(question.prompt)).all_messages()
+
+    assert brain.trace.answers == [DEPLOY_REASON]
+    _, _, grep, read = calls(messages)
+    assert grep.args_as_dict() == ({'pattern': 'halted', 'max_matches': 5} if limit == 12 else {'pattern': 'halted'})
+    handle_of_part_2 = re.search(r"handle '([^']+)'", returns(messages)[1])
+    assert handle_of_part_2 is not None
+    assert read.args_as_dict()['handle'] == handle_of_part_2.group(1)
+    assert read.args_as_dict()['limit'] == limit
+    assert brain.trace.retrieval_calls == 2
+
+
+async def test_prefix_breaks_count_the_requests_whose_earlier_messages_changed() -> None:
+    sent: list[session.Snapshot] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append(session.snapshot(messages, info))
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        if step < 4:
+            return ModelResponse(parts=[ToolCallPart('look', {'n': step}, tool_call_id=f'c{step}')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    def age_the_first_return_from_the_fourth_request(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if sum(isinstance(m, ModelResponse) for m in messages) < 3:
+            return messages
+        first = messages[2]
+        assert isinstance(first, ModelRequest)
+        stub = [replace(p, content='[aged]') if isinstance(p, ToolReturnPart) else p for p in first.parts]
+        return [*messages[:2], replace(first, parts=stub), *messages[3:]]
+
+    agent = Agent(FunctionModel(respond), capabilities=[ProcessHistory(age_the_first_return_from_the_fourth_request)])
+    agent.tool_plain(name='look')(lambda n: f'result {n} ' * 50)
+    await agent.run('go')
+
+    assert len(sent) == 5
+    # The fourth request changed the first return: its prefix broke once; the fifth starts with the fourth whole.
+    assert session.prefix_breaks(sent) == 1
+
+
+async def test_the_long_session_finds_every_fact_in_61_requests_without_breaking_a_prefix(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+    capability = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))
+    outcome = await session.run_session(capability, session.CarefulSession, count, seed=1)
+
+    assert (outcome.found, outcome.facts, outcome.requests, outcome.breaks) == (6, 6, 61, 0)
+    assert outcome.retrievals == 0  # every return is below the band, so every fact is still in view
+    assert outcome.answers == [answer for _, answer in session_payloads.FACTS]
+
+
+async def test_the_long_session_with_aging_reads_every_fact_back_and_repeats_exactly(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+
+    async def once(name: str, aging: Aging | None) -> session.SessionOutcome:
+        capability = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path / name), aging=aging)
+        return await session.run_session(capability, session.ClaudeCodeSession, count, seed=1)
+
+    without, aged, again = await once('without', None), await once('aged', Aging()), await once('again', Aging())
+
+    assert (aged.found, aged.facts) == (6, 6)
+    assert aged.retrievals == 6  # each fact left the context, and one search without a handle found it
+    assert aged.tokens <= without.tokens * session.MAX_AGED_SHARE
+    assert 0 < aged.breaks <= aged.requests // 10
+    assert aged.reported_breaks == aged.breaks  # the capability's count and the one from the requests sent agree
+    # The books are kept by the text sent, so replaced (aged) parts are counted anew and a session repeats exactly.
+    assert (again.tokens, again.breaks, again.answers) == (aged.tokens, aged.breaks, aged.answers)
+
+
+async def test_under_an_8k_window_the_share_band_stores_every_session_return(tmp_path: Path) -> None:
+    count = economy.cached(cl100k_counter())
+    capability = windows.relative_bands(tmp_path)
+    outcome = await session.run_session(capability, session.CarefulSession, count, seed=1, context_window=8_000)
+
+    # 5% of 8,000 tokens is 400: every 2-8 KB return is stored, so facts not in a preview are searched for.
+    assert (outcome.found, outcome.facts) == (6, 6)
+    assert outcome.retrievals > 0
+    assert outcome.tokens < 500_000  # about a quarter of the session with every return in full
+    assert outcome.over_window > 0  # the previews alone outgrow the window: aging has to keep it in
