@@ -42,6 +42,7 @@ __all__ = (
     'aged_stub',
     'due_returns',
     'is_aged',
+    'query_stub',
 )
 
 _WRITE_TIMEOUT = 30.0
@@ -56,9 +57,9 @@ class Aging:
     """Move old tool returns out of the context, losslessly: each becomes a stub naming a handle to read it back by.
 
     A return is due once `after_turns` model responses have followed it and it is at least `min_tokens` large.
-    Due returns are aged together, and only when together they save at least `batch_tokens`: each batch changes
-    the requests from its first stub on, so a provider's prompt cache is rebuilt from there once per batch, not on
-    every request. A return the capability already stored (a spill) is not written again: its stub names the
+    Due returns are aged together, and only when together they save at least `batch_tokens` (or `batch_share` of a
+    known context window): each batch changes the requests from its first stub on, so a provider's prompt cache is
+    rebuilt from there once per batch, not on every request. A return the capability already stored (a spill) is not written again: its stub names the
     handle it has. [`OverflowReport.prefix_breaks`][pydantic_ai_harness.overflowing_tool_output.OverflowReport]
     and the run's `OverflowAged` events count the batches.
 
@@ -78,11 +79,24 @@ class Aging:
     batch_tokens: int = 8_000
     """Age only when the due returns together save at least this many tokens; then age every one of them."""
 
+    batch_share: float | None = 0.1
+    """With a known context window, a batch also goes once it saves this share of the window, so a small window
+    never waits for `batch_tokens` (an 8k-token model ages every 800 tokens). `None`: `batch_tokens` alone."""
+
     def __post_init__(self) -> None:
         for name, minimum in (('after_turns', 1), ('min_tokens', 1), ('batch_tokens', 0)):
             value: object = getattr(self, name)
             if not is_int(value) or value < minimum:
                 raise ValueError(f'aging.{name} must be an int of at least {minimum}, got {value!r}')
+        share = self.batch_share
+        if share is not None and not (type(share) in (int, float) and 0 < share <= 1):  # bool and NaN refused too
+            raise ValueError(f'aging.batch_share must be a number in (0, 1] or None, got {share!r}')
+
+    def batch_threshold(self, window: int | None) -> int:
+        """The tokens a batch must save, under a context window of `window` tokens (`None`: unknown)."""
+        if self.batch_share is None or not window:
+            return self.batch_tokens
+        return min(self.batch_tokens, int(window * self.batch_share))
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,12 @@ class AgingTools:
     place: Callable[[str], Place]
     """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
 
+    is_query: Callable[[str], bool]
+    """Whether the named tool is one of the query tools: their answers age without a write (the call gets them back)."""
+
+    window: int | None
+    """The model's context window in tokens, when known (`Aging.batch_share`)."""
+
     run_id: str | None
     """The run doing the aging (keys of returns whose message has no run id, and the `_run` note)."""
 
@@ -194,7 +214,7 @@ class AgedBatch:
 
 def is_aged(part: ToolReturnPart) -> bool:
     """Whether `part` already is a stub."""
-    return is_mapping(part.metadata) and f'{AGED_PREFIX}_handle' in part.metadata
+    return is_mapping(part.metadata) and f'{AGED_PREFIX}_step' in part.metadata
 
 
 def _stored_handle(part: ToolReturnPart) -> str | None:
@@ -246,6 +266,19 @@ def _failed(part: ToolReturnPart) -> bool:
     return is_mapping(part.metadata) and f'{AGED_PREFIX}_failed' in part.metadata
 
 
+def query_stub(tool_name: str, tokens: int) -> str:
+    """The text in place of an aged answer of a query tool: the stored output it read stays, so the call gets it back."""
+    return f'[Moved out of context: this `{tool_name}` answer (~{tokens:,} tokens). The same call gets it again.]'
+
+
+def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None) -> str:
+    if tools.is_query(item.part.tool_name):
+        return query_stub(item.part.tool_name, item.tokens)
+    if handle is None:  # only to count a stub before its write: a handle as long as the built-in stores' ones
+        return aged_stub(item.part.tool_name, item.tokens, item.handle or _HANDLE_FOR_ESTIMATE)
+    return aged_stub(item.part.tool_name, _held_tokens(item), handle, tools.place(handle))
+
+
 async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> list[DueReturn]:
     """The tool returns of `messages` that `aging` would move out, oldest first.
 
@@ -259,8 +292,8 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
 
     def tokens(part: ToolReturnPart) -> int:
         text = part.model_response_str()
-        # No tokenizer counts more tokens than characters: too small without counting.
-        return 0 if len(text) < aging.min_tokens else tools.count(text)
+        # A token covers at least one byte, and a character is at most four: too small without counting.
+        return 0 if 4 * len(text) < aging.min_tokens else tools.count(text)
 
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
@@ -284,8 +317,7 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
 
 
 def _saving(item: DueReturn, tools: AgingTools) -> int:
-    stub = aged_stub(item.part.tool_name, item.tokens, item.handle or _HANDLE_FOR_ESTIMATE)
-    return item.tokens - tools.count(stub)
+    return item.tokens - tools.count(_stub(item, tools))
 
 
 async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> AgedBatch | None:
@@ -297,12 +329,12 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
     due = [item for item in await due_returns(messages, aging, tools) if _saving(item, tools) > 0]
-    if not due or sum(_saving(item, tools) for item in due) < aging.batch_tokens:
+    if not due or sum(_saving(item, tools) for item in due) < aging.batch_threshold(tools.window):
         return None
     new_parts: dict[int, list[Any]] = {}
     handles: list[str] = []
     failure = ''
-    tokens_before = tokens_after = 0
+    aged = tokens_before = tokens_after = 0
     for item in due:
         parts = new_parts.setdefault(id(item.message), list(item.message.parts))
         if failure:
@@ -310,7 +342,7 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
             continue
         text = item.part.model_response_str()
         handle, key = item.handle, None
-        if handle is None:
+        if handle is None and not tools.is_query(item.part.tool_name):
             run_id = item.message.run_id or tools.run_id or 'run'
             key = f'{run_id}/{item.part.tool_call_id}/aged'
             handle, reason = await tools.write(key, text.encode('utf-8', 'surrogatepass'), _WRITE_TIMEOUT)
@@ -318,24 +350,26 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}'
                 parts[item.index] = _marked_failed(item.part, failure)
                 continue
-        stub = aged_stub(item.part.tool_name, _held_tokens(item), handle, tools.place(handle))
+        stub = _stub(item, tools, handle or '')
         notes: dict[str, Any] = {
-            f'{AGED_PREFIX}_handle': handle,
             f'{AGED_PREFIX}_size_before': len(text),
             f'{AGED_PREFIX}_size_after': len(stub),
             f'{AGED_PREFIX}_run': tools.run_id,
             f'{AGED_PREFIX}_step': tools.step,
         }
+        if handle is not None:
+            notes[f'{AGED_PREFIX}_handle'] = handle
+            handles.append(handle)
         if key is not None:
             notes[f'{AGED_PREFIX}_key'] = key
         parts[item.index] = dataclasses.replace(item.part, content=stub, metadata=with_notes(item.part.metadata, notes))
-        handles.append(handle)
+        aged += 1
         tokens_before += item.tokens
         tokens_after += tools.count(stub)
     replacements = {
         id(item.message): dataclasses.replace(item.message, parts=new_parts[id(item.message)]) for item in due
     }
-    return AgedBatch(replacements, len(handles), tokens_before, tokens_after, tuple(handles), failure)
+    return AgedBatch(replacements, aged, tokens_before, tokens_after, tuple(handles), failure)
 
 
 def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:

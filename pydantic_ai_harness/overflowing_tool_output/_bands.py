@@ -340,6 +340,11 @@ def context_of(ctx: RunContext[Any], bands: tuple[Band, ...]) -> tuple[int | Non
     """The model's context window in tokens and its filled fraction, each `None` when unknown or not needed."""
     if not uses_context(bands):
         return None, None
+    return model_context(ctx)
+
+
+def model_context(ctx: RunContext[Any]) -> tuple[int | None, float | None]:
+    """The model's context window in tokens and its filled fraction, each `None` when unknown."""
     try:
         return ctx.model.context_window, ctx.context_window_used
     except UserError:  # a durable run context can leave the live model out at an activity boundary

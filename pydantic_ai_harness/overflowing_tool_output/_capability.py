@@ -12,7 +12,6 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
-import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
@@ -32,11 +31,12 @@ from ._bands import (
     action_chain,
     context_of,
     default_bands,
+    model_context,
     pick_band,
     plainly_below,
     sorted_bands,
 )
-from ._checks import check_store, check_tool_filter, unknown_tool_names, uses_store
+from ._checks import check_store, check_tool_filter, store_root_problem, unknown_tool_names, uses_store
 from ._events import (
     VALUE_PREFIX,
     OverflowingToolOutputWarning,
@@ -282,7 +282,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 self.per_tool, self.tool_filter, (tool.name for tool in tool_defs if not is_query_tool(tool))
             ):
                 warn(message)
-            await self._check_store_root(ctx)
+            lists = (self._bands_desc, *self._per_tool_desc.values())
+            problem = await store_root_problem(self._resolved_store, lists, durable=ctx.in_durable_context)
+            if problem is not None and problem != self._reported_root_problem:
+                warn(f'Spills will fail and fall back to their `then` action: {problem}')
+            self._reported_root_problem = problem
         return tool_defs
 
     async def after_tool_execute(
@@ -341,7 +345,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             if new is not None:
                 replaced[id(ctx.messages[-1])] = new
             if self.aging is not None:  # never the last request: it is not yet `after_turns` old
-                replaced |= await age_request(ctx, request_context.messages, self.aging, self._aging_tools(ctx, exempt))
+                tools = self._aging_tools(ctx, exempt, request_context.model_request_parameters.function_tools)
+                replaced |= await age_request(ctx, request_context.messages, self.aging, tools)
         except OverflowConfigurationError:
             raise
         except OverflowingToolOutputWarning:
@@ -510,21 +515,30 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             unit='tokens' if self.over_tokens else 'characters',
         )
 
-    def _aging_tools(self, ctx: RunContext[AgentDepsT], exempt: frozenset[str]) -> AgingTools:
+    def _aging_tools(
+        self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], offered: list[ToolDefinition]
+    ) -> AgingTools:
+        definitions = {tool_def.name: tool_def for tool_def in offered}  # a filter may read their metadata
+
         async def selected(tool_name: str) -> bool:
             if tool_name in exempt:
-                return True  # our own query tools' answers age like any return: the spill stays readable
-            if tool_name in self._per_tool_desc and not self._per_tool_desc[tool_name]:
+                return True  # the query tools' answers age too: the same call gets them back
+            if not self._per_tool_desc.get(tool_name, True):
                 return False  # `per_tool={name: []}`: never reduced
-            return await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=tool_name))
+            tool_def = definitions.get(tool_name) or ToolDefinition(name=tool_name)
+            return await matches_tool_selector(self.tool_filter, ctx, tool_def)
 
-        def place(handle: str) -> Place:
-            return Place(**handle_place(self._resolved_store, self.workspace, handle))
-
-        count = partial(measure, over_tokens=True, tokenizer=self.tokenizer)
-        text_count: Callable[[str], int] = lambda text: count(Rendered('text', text))[0]
+        store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
         return AgingTools(
-            text_count, self._aged_counts, selected, partial(self._write, ctx), place, ctx.run_id, ctx.run_step
+            lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
+            self._aged_counts,
+            selected,
+            partial(self._write, ctx),
+            lambda handle: Place(**handle_place(store, spill, handle)),
+            exempt.__contains__,
+            model_context(ctx)[0],
+            ctx.run_id,
+            ctx.run_step,
         )
 
     def _measure(self, rendered: Rendered) -> int:
@@ -538,18 +552,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.step_budget is not None and self.step_budget.action is not None:
             lists.append((Band(over=0, action=self.step_budget.action),))
         return lists
-
-    async def _check_store_root(self, ctx: RunContext[AgentDepsT]) -> None:
-        """Warn once about an unusable `LocalFileStore` root (the operator's problem, never shown to the model)."""
-        store = self._resolved_store
-        if ctx.in_durable_context or not isinstance(store, LocalFileStore):
-            return  # workflow code does no file I/O; other stores report their failures on write
-        if not uses_store((self._bands_desc, *self._per_tool_desc.values())):
-            return
-        problem = await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
-        if problem is not None and problem != self._reported_root_problem:
-            warn(f'Spills will fail and fall back to their `then` action: {problem}')
-        self._reported_root_problem = problem
 
     async def _write(
         self, ctx: RunContext[AgentDepsT], key: str, data: bytes, timeout: float

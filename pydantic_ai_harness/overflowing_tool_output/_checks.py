@@ -7,8 +7,11 @@ import inspect
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
+import anyio
+
 from .._typing import is_instance, is_mapping, is_sequence
 from ._bands import Action, Band, Spill, Summarize, action_chain
+from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('check_store', 'check_tool_filter', 'named_tools', 'unknown_tool_names', 'uses_store')
 
@@ -104,3 +107,15 @@ def unknown_tool_names(per_tool: Iterable[str], tool_filter: object, tools: Iter
                 f'({hint}); {effect}'
             )
     return messages
+
+
+async def store_root_problem(
+    store: OverflowStore, band_lists: Iterable[Sequence[Band]], *, durable: bool
+) -> str | None:
+    """What makes a `LocalFileStore` root unusable, when spills would write there; `None` when fine or not checked.
+
+    Workflow code does no file I/O (`durable`), and other stores report their failures on write.
+    """
+    if durable or not isinstance(store, LocalFileStore) or not uses_store(band_lists):
+        return None
+    return await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)

@@ -217,12 +217,13 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
                 if isinstance(handle, str) and handle not in seen:
                     seen.add(handle)
                     handles.append(handle)
-            if isinstance(aged_handle := metadata.get(f'{AGED_PREFIX}_handle'), str):
+            if f'{AGED_PREFIX}_step' in metadata:
                 aged += 1
                 aged_before += _int(metadata.get(f'{AGED_PREFIX}_size_before'))
                 aged_after += _int(metadata.get(f'{AGED_PREFIX}_size_after'))
                 batches.add((metadata.get(f'{AGED_PREFIX}_run'), metadata.get(f'{AGED_PREFIX}_step')))
-                if aged_handle not in seen:
+                aged_handle = metadata.get(f'{AGED_PREFIX}_handle')
+                if isinstance(aged_handle, str) and aged_handle not in seen:
                     seen.add(aged_handle)
                     handles.append(aged_handle)
     return OverflowReport(

@@ -55,10 +55,10 @@ class _Search:
     """Handles not searched: binary, cleaned up, or unreadable."""
 
     stopped: str = ''
+    """Why and where the search stopped before the last result, with the calls that continue it."""
 
     first: tuple[str, int] | None = None
     """The handle and line of the first match shown, for the example calls."""
-    """Why and where the search stopped before the last result, with the calls that continue it."""
 
 
 def _grep_call(pattern: str, is_regex: bool, handle: str = '', **arguments: object) -> str:

@@ -25,6 +25,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import UsageLimits
 
 from examples._scripted import cl100k_counter
@@ -305,7 +306,7 @@ def test_aging_from_a_spec() -> None:
     with pytest.raises(ValueError) as error:
         OverflowingToolOutput.from_spec(aging={'after_turn': 6})
     assert str(error.value) == snapshot(
-        'aging.after_turn: unknown field; expected one of after_turns, batch_tokens, min_tokens'
+        'aging.after_turn: unknown field; expected one of after_turns, batch_share, batch_tokens, min_tokens'
     )
 
 
@@ -468,3 +469,35 @@ async def test_a_stub_in_the_workspace_says_its_handle_is_a_file_path(tmp_path: 
             "(it is the file's path).]"
         )
     assert 'the secret word of page 0 is word-0' in result.output
+
+
+async def test_under_a_small_context_window_a_batch_is_a_share_of_it(tmp_path: Path) -> None:
+    """`Aging()` waits for 8,000 tokens of savings, more than an 8k-token model can hold: a batch also goes once it
+    saves a tenth of the window (`batch_share`)."""
+
+    async def run(window: int | None, aging: Aging) -> list[list[ModelMessage]]:
+        pager = Pager(pages=10)
+        profile = ModelProfile(context_window=window) if window is not None else None
+        agent = Agent(
+            FunctionModel(pager, profile=profile),
+            capabilities=[OverflowingToolOutput(store=LocalFileStore(tmp_path), workspace=None, aging=aging)],
+        )
+        agent.tool_plain(name='fetch_page')(page)
+        await agent.run('go')
+        return pager.requests
+
+    assert prefix_breaks(await run(None, Aging())) == 0  # ten pages of ~790 tokens: never 8,000 due at once
+    small = await run(8_000, Aging())
+    assert prefix_breaks(small) >= 2  # 800 tokens due is a batch
+    assert max(sum(len(text) for _, text in flat(request)) for request in small) < 8 * len(page(0))
+    assert prefix_breaks(await run(8_000, Aging(batch_share=None))) == 0
+
+
+def test_batch_share_is_checked() -> None:
+    for bad in (0, 1.5, -0.1, True, float('nan')):
+        with pytest.raises(ValueError, match=r'aging\.batch_share must be a number in \(0, 1\] or None'):
+            Aging(batch_share=bad)
+    assert Aging(batch_share=1).batch_threshold(8_000) == 8_000
+    assert Aging().batch_threshold(8_000) == 800
+    assert Aging().batch_threshold(1_000_000) == 8_000
+    assert Aging().batch_threshold(None) == 8_000

@@ -7,13 +7,14 @@ import re
 import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.capabilities import AbstractCapability, LocalWorkspace, on_event
+from pydantic_ai.capabilities import AbstractCapability, LocalWorkspace, PrefixTools, on_event
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -21,6 +22,7 @@ from pydantic_ai.messages import (
     ModelResponse,
     TextPart,
     ToolCallPart,
+    ToolReturn,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -40,10 +42,12 @@ from pydantic_ai_harness.overflowing_tool_output import (
     overflow_report,
 )
 
+from .conftest import MemoryStore
+
 pytestmark = pytest.mark.anyio
 
 STUB = re.compile(
-    r"^\[Moved out of context: the output of `(\w+)` \(~([\d,]+) tokens\)\. Saved in full under handle '([^']+)'"
+    r"^\[Moved out of context: the output of `(\w+)` \(~([\d,]+) tokens\)\. Saved in full(?: for \d+ \w+)? under handle '([^']+)'"
 )
 
 
@@ -75,7 +79,7 @@ class Pager:
         if len(fetched) < self.pages:
             return ModelResponse(parts=[ToolCallPart('fetch_page', {'n': len(fetched)}, f'call_{len(fetched)}')])
         reads = [p for p in returns(messages) if p.tool_name == 'read_tool_result']
-        match = stub_of(fetched[0])
+        match = stub_of(fetched[0]) if fetched else None
         if not reads and match is not None:
             return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': match.group(3), 'offset': 50})])
         return ModelResponse(parts=[TextPart(str(reads[-1].content) if reads else 'no stub')])
@@ -157,7 +161,8 @@ async def test_an_aged_tool_search_return_does_not_kill_the_run(tmp_path: Path) 
     capability = OverflowingToolOutput(
         store=LocalFileStore(tmp_path), workspace=None, aging=Aging(after_turns=2, min_tokens=100, batch_tokens=0)
     )
-    agent = Agent(FunctionModel(model), tools=[_deferred_tool(i) for i in range(30)], capabilities=[capability])
+    tools = [_deferred_tool(i) for i in range(30)]
+    agent = Agent(FunctionModel(model), deps_type=type(None), tools=tools, capabilities=[capability])
     result = await agent.run('go')
     assert result.output == 'done'
 
@@ -330,3 +335,200 @@ async def test_an_aged_spill_states_the_size_of_what_its_handle_holds(tmp_path: 
     stated = int(match.group(2).replace(',', ''))
     held = len(await store.read(match.group(3))) // 4
     assert stated >= held // 2, (stated, held)
+
+
+async def test_a_tool_filter_by_tool_metadata_ages_the_tools_it_selects(tmp_path: Path) -> None:
+    """`tool_filter` may select by tool metadata (`{'reduce': True}`); `after_tool_execute` matches it against the
+    real definition, but aging asks about a bare `ToolDefinition(name=...)` (no metadata, no description), so a
+    metadata or callable filter silently ages nothing (or the wrong tools)."""
+    pager = Pager(pages=12)
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(tmp_path), workspace=None, tool_filter={'reduce': True}, aging=aging()
+    )
+    agent = Agent(FunctionModel(pager), capabilities=[capability])
+    agent.tool_plain(name='fetch_page', metadata={'reduce': True})(page)
+    result = await agent.run('go')
+    assert overflow_report(result.all_messages()).aged >= 8
+
+
+@pytest.mark.xfail(
+    reason='Known limit, shared with spill previews: markers name the query tools by their own names, not a prefix.',
+    strict=True,
+)
+async def test_stubs_name_the_query_tools_by_the_names_the_model_is_offered(tmp_path: Path) -> None:
+    """Under `PrefixTools` the query tools are offered as `x_read_tool_result` / `x_grep_tool_result` (the
+    capability knows those names: `exempt`), but the stub tells the model to call `read_tool_result`."""
+    pager = Pager(pages=10)
+    capability = OverflowingToolOutput(store=LocalFileStore(tmp_path), workspace=None, aging=aging())
+    agent = Agent(FunctionModel(pager), capabilities=[PrefixTools(capability, prefix='x')])
+    agent.tool_plain(name='fetch_page')(page)
+    result = await agent.run('go')
+    stubs = [str(p.content) for p in returns(result.all_messages()) if stub_of(p)]
+    assert stubs
+    assert all('x_read_tool_result' in stub for stub in stubs), (stubs[0], sorted(pager.offered[-1]))
+
+
+async def test_a_return_of_many_tokens_in_few_characters_ages() -> None:
+    """`due_returns` skips any text shorter than `min_tokens` characters, "no tokenizer counts more tokens than
+    characters", but cl100k counts 3 tokens for many characters (math letters, emoji, some scripts): a 190-character
+    return of 570 tokens is never aged under `min_tokens=200`, whatever `tokenizer` says."""
+    from examples._scripted import cl100k_counter
+
+    counter = cl100k_counter()
+    text = '\U0001d518' * 190
+    assert counter(text) >= 500
+    history = earlier_history(0)[:1]
+    for n in range(8):
+        history.append(ModelResponse(parts=[ToolCallPart('symbols', {}, f's_{n}')], run_id='earlier'))
+        history.append(ModelRequest(parts=[ToolReturnPart('symbols', text, f's_{n}')], run_id='earlier'))
+    history.append(ModelResponse(parts=[TextPart('ok')], run_id='earlier'))
+    pager = Pager(pages=0)
+    capability = OverflowingToolOutput(
+        store=MemoryStore(),
+        workspace=None,
+        tokenizer=counter,
+        aging=Aging(after_turns=2, min_tokens=200, batch_tokens=1_000),
+    )
+    result = await pager_agent(pager, capability).run('go', message_history=history)
+    assert overflow_report(result.all_messages()).aged >= 6
+
+
+async def test_a_stub_over_an_expiring_store_says_how_long_the_payload_is_kept(tmp_path: Path) -> None:
+    """The default store (`OverflowingToolOutput(aging=Aging())`, the `Aging` docstring's example) is a
+    `LocalFileStore` in the temp directory that deletes payloads after 7 days. A spill preview says "Saved in full for
+    7 days"; the aging stub says "Saved in full" and replaces the text in the history the application persists, so a
+    conversation resumed after the retention (or on another machine) has lost every aged return for good, while
+    the model is told it can read it back."""
+    pager = Pager(pages=10)
+    store = LocalFileStore(base_dir=tmp_path, cleanup_after=timedelta(days=7))
+    result = await pager_agent(pager, OverflowingToolOutput(store=store, workspace=None, aging=aging())).run('go')
+    stubs = [str(p.content) for p in returns(result.all_messages()) if stub_of(p)]
+    assert stubs
+    assert all('for 7 days' in stub for stub in stubs), stubs[0]
+
+
+async def test_a_search_over_every_stored_output_does_not_find_its_own_aged_answers(tmp_path: Path) -> None:
+    """Query-tool answers age like any return and are written to the store, and `grep_tool_result` without a handle
+    searches every handle of the conversation, aged answers included: each grep re-finds the matches every earlier
+    (aged) grep answer quoted, which quoted earlier ones in turn. After twelve greps for one fact that one page holds
+    the answer reports 99 matching lines in 10 stored results, the page's own line buried behind 20 echoes."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = returns(messages)
+        pages = sum(p.tool_name == 'fetch_page' for p in done)
+        greps = [p for p in done if p.tool_name == 'grep_tool_result']
+        if pages < 4:
+            return ModelResponse(parts=[ToolCallPart('fetch_page', {'n': pages}, f'call_{pages}')])
+        if len(greps) < 12:
+            return ModelResponse(parts=[ToolCallPart('grep_tool_result', {'pattern': 'secret word of page 1 '})])
+        return ModelResponse(parts=[TextPart(str(greps[-1].content))])
+
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(tmp_path), workspace=None, aging=Aging(after_turns=2, min_tokens=50, batch_tokens=0)
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+    agent.tool_plain(name='fetch_page')(page)
+    result = await agent.run('go')
+    assert result.output.startswith("1 matching line for 'secret word of page 1 '"), result.output[:200]
+
+
+@pytest.mark.xfail(
+    reason="Known limit: a ToolReturn's content is a user-prompt part with no tool call id, so it cannot be told "
+    'from what the user wrote; it does not age (documented).',
+    strict=True,
+)
+async def test_the_content_part_of_an_old_tool_return_ages_too(tmp_path: Path) -> None:
+    """`ToolReturn(return_value=..., content=...)`: the content reaches the model as a `UserPromptPart` beside the
+    `ToolReturnPart` (the bands reduce it: `overflow_content_*`), but aging looks at `ToolReturnPart`s only, so
+    the bulk of such returns (a fetched document, a file) stays in every request forever: 8 x 5.7 KB here."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns < 8:
+            return ModelResponse(parts=[ToolCallPart('open_document', {}, f'doc_{turns}')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(tmp_path), workspace=None, aging=Aging(after_turns=2, min_tokens=100, batch_tokens=0)
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+
+    @agent.tool_plain
+    def open_document() -> ToolReturn:
+        return ToolReturn(return_value='the document follows', content='a line of the document\n' * 250)
+
+    result = await agent.run('go')
+    documents = [
+        p
+        for m in result.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart) and str(p.content).startswith('a line of the document')
+    ]
+    assert len(documents) <= 3  # the last turns whole; measured: all 8
+
+
+@pytest.mark.xfail(
+    reason='Known limit, shared with spills: the read tool takes a payload holding a NUL for binary.', strict=True
+)
+async def test_an_aged_text_reads_back_as_the_text_the_model_saw(tmp_path: Path) -> None:
+    """A text return with one stray NUL (process output, `find -print0`) is shown to the model as text; once aged,
+    its payload is sniffed as binary by the query tools, and `read_tool_result` answers with a hex dump (16 bytes a
+    row, ~4x the tokens) instead of the lines the model had read."""
+    text = 'header\x00\n' + '\n'.join(f'log line {i}: all good' for i in range(200)) + '\nFATAL: disk quota exceeded'
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = returns(messages)
+        logs = [p for p in done if p.tool_name == 'logs']
+        if len(logs) < 5:
+            return ModelResponse(parts=[ToolCallPart('logs', {}, f'logs_{len(logs)}')])
+        reads = [p for p in done if p.tool_name == 'read_tool_result']
+        match = stub_of(logs[0])
+        if not reads and match is not None:
+            return ModelResponse(parts=[ToolCallPart('read_tool_result', {'handle': match.group(3), 'from_end': True})])
+        return ModelResponse(parts=[TextPart(str(reads[-1].content) if reads else 'no stub')])
+
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(tmp_path), workspace=None, aging=Aging(after_turns=2, min_tokens=100, batch_tokens=0)
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+    agent.tool_plain(name='logs')(lambda: text)
+    result = await agent.run('go')
+    assert '| FATAL: disk quota exceeded' in result.output, result.output[:160]
+
+
+class CountingStore(LocalFileStore):
+    """A real `LocalFileStore` that counts the writes it is asked for."""
+
+    calls: int = 0
+
+    async def write(self, key: str, data: bytes) -> str:
+        self.calls += 1
+        return await super().write(key, data)
+
+
+async def test_a_chat_that_persists_all_messages_ages_each_return_once(
+    tmp_path: Path,
+) -> None:
+    """Aging replaces messages of earlier runs, which `result.new_messages()` does not include: a chat persists
+    `result.all_messages()` (as the docs say), and then each return is written once, not once per run."""
+    store = CountingStore(base_dir=tmp_path)
+    capability = OverflowingToolOutput(store=store, workspace=None, aging=aging())
+    history: list[ModelMessage] = []
+    writes: list[int] = []
+    for turn in range(8):
+
+        def model(messages: list[ModelMessage], info: AgentInfo, turn: int = turn) -> ModelResponse:
+            fetched = sum(p.tool_name == 'fetch_page' for p in returns(messages))
+            if fetched < 2 * (turn + 1):
+                return ModelResponse(parts=[ToolCallPart('fetch_page', {'n': fetched}, f'call_{fetched}')])
+            return ModelResponse(parts=[TextPart(f'turn {turn} done')])
+
+        agent = Agent(FunctionModel(model), capabilities=[capability])
+        agent.tool_plain(name='fetch_page')(page)
+        before = store.calls
+        result = await agent.run(f'turn {turn}', message_history=history)
+        history = result.all_messages()
+        writes.append(store.calls - before)
+    # Each run adds two pages: it should write about two stubs, not every aged page of the conversation again.
+    assert max(writes[-3:]) <= 4, writes
