@@ -375,10 +375,11 @@ def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry
         'words, then six questions about facts in the first twelve returns (61 requests when every fact is still in '
         'view). With aging, old returns become stubs naming a handle, and the models find each fact with one '
         '`grep_tool_result` without a handle. `Aging()` is the default (`after_turns=4, min_tokens=200, '
-        'batch_tokens=8_000`); `Aging(min_tokens=500, batch_tokens=4_000)` ages in smaller batches. Under a known '
-        'window the band is the share band above: under 8k tokens it already spills every return, the previews are '
-        "below the default aging's batch (nothing ages, and the history outgrows the window), so an aging sized for "
-        'that window runs too. Prefix breaks: requests whose earlier messages or tool definitions differ from the '
+        'batch_tokens=8_000, batch_share=0.1`); `Aging(min_tokens=500, batch_tokens=4_000)` ages in smaller batches. '
+        'Under a known window the band is the share band above: under 8k tokens it already spills every return into '
+        "a preview of a few hundred tokens, and the default aging's batch is a tenth of the window (800 tokens); an "
+        'aging tuned for that window (older returns sooner, batches of a fifth of it) runs too. Prefix breaks: '
+        'requests whose earlier messages or tool definitions differ from the '
         "previous request's, which a provider's prompt cache cannot reuse; counted from the requests the model was "
         'sent, and as the capability reports them (`overflow_report(history).prefix_breaks`).\n\n'
         + session_table(outcomes, BASELINES)
