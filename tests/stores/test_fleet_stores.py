@@ -495,3 +495,18 @@ async def query_once(store: Any, args: dict[str, Any]) -> str:
 
     result = await Agent(FunctionModel(model), toolsets=[build_query_toolset(store)]).run('read')
     return result.output
+
+
+async def test_more_concurrent_writes_than_the_connection_pool_holds_wait_their_turn(
+    redis_server: RedisServer,
+) -> None:
+    """redis-py's pool holds 100 connections and refuses the 101st: a fleet worker spilling 300 returns at once
+    would lose 200 of them to the fallback. The store's pool makes the extra writes wait for a connection."""
+    store = RedisStore(redis_server.url, namespace='pool-app')
+    try:
+        payloads = {f'run/call_{i}/0': f'payload {i}\n'.encode() * 200 for i in range(300)}
+        handles = await asyncio.gather(*(store.write(key, data) for key, data in payloads.items()))
+        for handle, data in zip(handles, payloads.values()):
+            assert await store.read(handle) == data
+    finally:
+        await store.aclose()

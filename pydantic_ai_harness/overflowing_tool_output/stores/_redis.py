@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import anyio.to_thread
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import RedisError
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
@@ -22,6 +22,9 @@ from ._remote import NOT_FOUND, PAYLOAD_MARKER, KeyLayout, StoreBackendError, is
 from ._ttl import normalize_ttl
 
 __all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
+
+_MAX_CONNECTIONS = 100
+"""Connections one store opens per event loop, as redis-py's default pool; more concurrent calls wait for one."""
 
 _T = TypeVar('_T')
 
@@ -351,11 +354,16 @@ class RedisStore:
         client = self._owned.get(loop)
         if client is None:
             # A client made in another event loop cannot be used in this one: each loop gets its own.
-            client = Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
+            # redis-py's default pool refuses a connection past 100 (`MaxConnectionsError`): a worker spilling more
+            # returns at once would send the rest to their fallback. A blocking pool makes them wait for one.
+            pool = BlockingConnectionPool.from_url(  # pyright: ignore[reportUnknownMemberType]
                 self.url or 'redis://localhost:6379/0',
+                max_connections=_MAX_CONNECTIONS,
+                timeout=self.socket_timeout,
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=min(5.0, self.socket_timeout),
             )
+            client = Redis.from_pool(pool)
             self._owned[loop] = client
         return client
 
