@@ -20,6 +20,7 @@ import anyio.to_thread
 from .._gil import past
 from ._matcher import Buffer, Matcher
 from ._query import SCAN_BLOCK, BlockReader, Payload, line_of_offset, line_start
+from .stores._line_index import LineIndex
 
 __all__ = (
     'BACKWARD_BLOCK',
@@ -200,12 +201,14 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
     keep_last: bool,
     stop_when_full: bool,
     deadline: float,
+    count_newlines: bool = True,
 ) -> _BlockScan:
     """Scan the whole lines in `block[begin:search_end]` for `matcher`; runs in a worker thread.
 
     Records up to `room` hits (the last `room` with `keep_last`, else the first, and with `stop_when_full`
     stops once they are recorded), counts every matching line, and checks `deadline` (a `time.monotonic()`
     value) before every regex search and every 64 literal matches, handing the GIL to the event loop every 2 ms.
+    Without `count_newlines`, a hit's newlines before it are left at 0 (the caller numbers the lines).
     """
     hits: deque[tuple[int, int, int, int]] = deque(maxlen=room) if keep_last else deque()
     total = 0
@@ -273,8 +276,9 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
         line_begin = max(block.rfind(b'\n', begin, found) + 1, begin)
         total += 1
         if keep_last or len(hits) < room:
-            newlines += block.count(b'\n', counted_to, line_begin)
-            counted_to = line_begin
+            if count_newlines:
+                newlines += block.count(b'\n', counted_to, line_begin)
+                counted_to = line_begin
             hits.append((newlines, line_begin, found, found_end))
         newline = block.find(b'\n', found, search_end)
         if stop_when_full and len(hits) >= room:
@@ -291,6 +295,41 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
 
 async def _in_worker(function: Callable[[], _T]) -> _T:
     return await anyio.to_thread.run_sync(function)
+
+
+class _LineNumbers:
+    """The 0-based numbers of lines in a block, from the line index and the number of the block's first line.
+
+    Each line is counted from the nearer of the last line numbered and the start of the index chunk holding it, so
+    a few matches in a 4 MiB block cost a count over at most a chunk each, not over the block up to them.
+    """
+
+    def __init__(self, block: Buffer, base: int, first_number: int, index: LineIndex) -> None:
+        self._block = block
+        self._base = base
+        self._index = index
+        self._at = 0
+        """A line start in the block whose number is known."""
+        self._number = first_number
+
+    def at(self, line_begin: int) -> int:
+        """The number of the line starting at `line_begin` (block offsets, at or after the last one numbered)."""
+        chunk_start, before = self._index.chunk_of_offset(self._base + line_begin)
+        start = chunk_start - self._base
+        if start > self._at:
+            self._at, self._number = start, before
+        self._number += self._block.count(b'\n', self._at, line_begin)
+        self._at = line_begin
+        return self._number
+
+
+def _scan_numbered(
+    scan: Callable[[], _BlockScan], numbers: _LineNumbers, consumed: int
+) -> tuple[_BlockScan, list[int], int]:
+    """`scan()`, the 0-based line number of each hit it recorded, and that of the line starting at `consumed`."""
+    result = scan()
+    hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
+    return result, hit_numbers, numbers.at(consumed) if result.finished else -1
 
 
 async def grep_lines(
@@ -320,6 +359,7 @@ async def grep_lines(
     total = 0
     long = _LongLines()
     pacer = Pacer(matcher) if matcher.literal is None else None
+    number = first_line  # the 0-based number of the line starting at `position`
 
     async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
         line = await line_of_offset(payload, byte)
@@ -339,10 +379,11 @@ async def grep_lines(
                 search_end = block.rfind(b'\n')
                 if search_end == -1:
                     # One line longer than a block: search its head, then jump past it with the index.
-                    line_number = await line_of_offset(payload, position)
+                    line_number = number
                     begin = position
                     found, found_end = await _search_long_line(block, matcher, pacer, long)
                     position = await line_start(payload, line_number + 1)
+                    number = line_number + 1
                     if found != -1:
                         total += 1
                         if keep_last or len(hits) < max_hits:
@@ -362,17 +403,17 @@ async def grep_lines(
                 keep_last=keep_last,
                 stop_when_full=stop_when_full,
                 deadline=deadline,
+                count_newlines=False,
             )
-            scan = await _in_worker(search)
-            if scan.hits:
-                first_number = await line_of_offset(payload, position)
-                hits.extend(
-                    Hit(first_number + newlines + 1, position + line_begin, position + found, position + found_end)
-                    for newlines, line_begin, found, found_end in scan.hits
-                )
+            consumed = len(block) if at_end else search_end + 1
+            numbers = _LineNumbers(block, position, number, index)
+            scan, hit_numbers, number = await _in_worker(partial(_scan_numbered, search, numbers, consumed))
+            hits.extend(
+                Hit(line + 1, position + line_begin, position + found, position + found_end)
+                for line, (_, line_begin, found, found_end) in zip(hit_numbers, scan.hits)
+            )
             total += scan.total
             long.add(scan.long_lines, scan.long_line_limit)
-            consumed = len(block) if at_end else search_end + 1
             if not scan.finished:
                 return await stop(position + scan.resume, out_of_time=scan.out_of_time)
             if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:

@@ -200,7 +200,7 @@ async def _render_grep(
         for line in lines:
             hit = by_number.get(line.number)
             text = (
-                render_line(await line_for_hit(payload, hit, caps), width, '>')
+                render_line(await line_for_hit(payload, hit, caps, read=line), width, '>')
                 if hit
                 else render_line(line, width, ' ')
             )
@@ -294,9 +294,15 @@ def _group_label(hits: list[Hit]) -> str:
     return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'
 
 
-async def line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits) -> Line:
-    """The matching line, showing the match even when it sits beyond the cut of a long line."""
-    (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
+async def line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits, *, read: Line | None = None) -> Line:
+    """The matching line, showing the match even when it sits beyond the cut of a long line.
+
+    `read`: the line as already read with the lines around it (it is not read again).
+    """
+    if read is not None and read.start == hit.line_start:
+        line = read
+    else:
+        (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
     if not line.cut or hit.match_end <= line.start + line.shown_bytes:
         return line
     half = caps.max_line_chars // 2
