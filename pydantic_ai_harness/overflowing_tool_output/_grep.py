@@ -298,38 +298,50 @@ async def _in_worker(function: Callable[[], _T]) -> _T:
 
 
 class _LineNumbers:
-    """The 0-based numbers of lines in a block, from the line index and the number of the block's first line.
+    """The 0-based numbers of lines in a block, each counted from the nearest point whose number is known.
 
-    Each line is counted from the nearer of the last line numbered and the start of the index chunk holding it, so
-    a few matches in a 4 MiB block cost a count over at most a chunk each, not over the block up to them.
+    The line index knows the newlines before every chunk start and the payload's end; a line is counted from the
+    nearest of those inside the block, or from the line numbered last, so a few matches in a 4 MiB block cost a
+    count over at most half a chunk each, not over the block up to them.
     """
 
-    def __init__(self, block: Buffer, base: int, first_number: int, index: LineIndex) -> None:
+    def __init__(self, block: Buffer, base: int, index: LineIndex, first_number: int | None) -> None:
         self._block = block
         self._base = base
         self._index = index
-        self._at = 0
-        """A line start in the block whose number is known."""
-        self._number = first_number
+        self._at = -1 if first_number is None else 0
+        """A line start in the block whose number is known (-1: none yet)."""
+        self._number = first_number or 0
 
     def at(self, line_begin: int) -> int:
-        """The number of the line starting at `line_begin` (block offsets, at or after the last one numbered)."""
-        chunk_start, before = self._index.chunk_of_offset(self._base + line_begin)
-        start = chunk_start - self._base
-        if start > self._at:
-            self._at, self._number = start, before
-        self._number += self._block.count(b'\n', self._at, line_begin)
-        self._at = line_begin
-        return self._number
+        """The number of the line starting at `line_begin` (at or after the last one numbered).
+
+        -1 when no point whose number is known lies in the block.
+        """
+        index, block, base = self._index, self._block, self._base
+        chunk_start, before = index.chunk_of_offset(base + line_begin)
+        if chunk_start - base > self._at:
+            self._at, self._number = chunk_start - base, before
+        chunk_end = chunk_start + index.chunk_size
+        if chunk_end >= index.size:
+            chunk_end, after = index.size, index.newline_count
+        else:
+            after = index.newlines_before[chunk_end // index.chunk_size]
+        back = chunk_end - base
+        if back <= len(block) and (self._at == -1 or back - line_begin < line_begin - self._at):
+            number = after - block.count(b'\n', line_begin, back)
+        elif self._at != -1:
+            number = self._number + block.count(b'\n', self._at, line_begin)
+        else:
+            return -1
+        self._at, self._number = line_begin, number
+        return number
 
 
-def _scan_numbered(
-    scan: Callable[[], _BlockScan], numbers: _LineNumbers, consumed: int
-) -> tuple[_BlockScan, list[int], int]:
-    """`scan()`, the 0-based line number of each hit it recorded, and that of the line starting at `consumed`."""
+def _scan_numbered(scan: Callable[[], _BlockScan], numbers: _LineNumbers) -> tuple[_BlockScan, list[int]]:
+    """`scan()`, and the 0-based line number of each hit it recorded (-1 where `numbers` cannot tell)."""
     result = scan()
-    hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
-    return result, hit_numbers, numbers.at(consumed) if result.finished else -1
+    return result, [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
 
 
 async def grep_lines(
@@ -359,7 +371,7 @@ async def grep_lines(
     total = 0
     long = _LongLines()
     pacer = Pacer(matcher) if matcher.literal is None else None
-    number = first_line  # the 0-based number of the line starting at `position`
+    first_number: int | None = first_line  # the number of the line at `position`, while it is known for free
 
     async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
         line = await line_of_offset(payload, byte)
@@ -379,11 +391,11 @@ async def grep_lines(
                 search_end = block.rfind(b'\n')
                 if search_end == -1:
                     # One line longer than a block: search its head, then jump past it with the index.
-                    line_number = number
+                    line_number = await line_of_offset(payload, position)
                     begin = position
                     found, found_end = await _search_long_line(block, matcher, pacer, long)
                     position = await line_start(payload, line_number + 1)
-                    number = line_number + 1
+                    first_number = None
                     if found != -1:
                         total += 1
                         if keep_last or len(hits) < max_hits:
@@ -405,15 +417,19 @@ async def grep_lines(
                 deadline=deadline,
                 count_newlines=False,
             )
-            consumed = len(block) if at_end else search_end + 1
-            numbers = _LineNumbers(block, position, number, index)
-            scan, hit_numbers, number = await _in_worker(partial(_scan_numbered, search, numbers, consumed))
+            numbers = _LineNumbers(block, position, index, first_number)
+            first_number = None
+            scan, hit_numbers = await _in_worker(partial(_scan_numbered, search, numbers))
+            if -1 in hit_numbers:  # a short block inside one index chunk: count from the block's first line
+                first = await line_of_offset(payload, position)
+                hit_numbers = [first + block.count(b'\n', 0, line_begin) for _, line_begin, _, _ in scan.hits]
             hits.extend(
                 Hit(line + 1, position + line_begin, position + found, position + found_end)
                 for line, (_, line_begin, found, found_end) in zip(hit_numbers, scan.hits)
             )
             total += scan.total
             long.add(scan.long_lines, scan.long_line_limit)
+            consumed = len(block) if at_end else search_end + 1
             if not scan.finished:
                 return await stop(position + scan.resume, out_of_time=scan.out_of_time)
             if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:
