@@ -338,10 +338,33 @@ class _LineNumbers:
         return number
 
 
-def _scan_numbered(scan: Callable[[], _BlockScan], numbers: _LineNumbers) -> tuple[_BlockScan, list[int]]:
-    """`scan()`, and the 0-based line number of each hit it recorded (-1 where `numbers` cannot tell)."""
-    result = scan()
-    return result, [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
+def _scan_read_block(
+    block: Buffer,
+    *,
+    position: int,
+    limit_byte: int,
+    index: LineIndex,
+    first_number: int | None,
+    scan: Callable[[Buffer, int, int], _BlockScan],
+) -> tuple[_BlockScan, list[int], int] | None:
+    """Scan the whole lines of a block just read (at byte `position`), in the worker thread that read it.
+
+    Returns the scan, the 0-based line number of each hit it recorded (-1 where the index cannot tell), and the
+    bytes it consumed; `None` for an empty block or a line longer than the block (left to the caller).
+    """
+    if not block:
+        return None
+    at_end = position + len(block) >= limit_byte
+    if at_end:
+        search_end = len(block) - (1 if block.endswith(b'\n') else 0)
+    else:
+        search_end = block.rfind(b'\n')
+        if search_end == -1:
+            return None
+    result = scan(block, 0, search_end)
+    numbers = _LineNumbers(block, position, index, first_number)
+    hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
+    return result, hit_numbers, len(block) if at_end else search_end + 1
 
 
 async def grep_lines(
@@ -381,45 +404,42 @@ async def grep_lines(
         while position < limit_byte:
             if time.monotonic() > deadline:
                 return await stop(position, out_of_time=True)
-            block = await blocks.read(position, min(limit_byte, position + SCAN_BLOCK))
-            if not block:
-                break
-            at_end = position + len(block) >= limit_byte
-            if at_end:
-                search_end = len(block) - (1 if block.endswith(b'\n') else 0)
-            else:
-                search_end = block.rfind(b'\n')
-                if search_end == -1:
-                    # One line longer than a block: search its head, then jump past it with the index.
-                    line_number = await line_of_offset(payload, position)
-                    begin = position
-                    found, found_end = await _search_long_line(block, matcher, pacer, long)
-                    position = await line_start(payload, line_number + 1)
-                    first_number = None
-                    if found != -1:
-                        total += 1
-                        if keep_last or len(hits) < max_hits:
-                            hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
-                        if stop_when_full and len(hits) >= max_hits and position < limit_byte:
-                            return await stop(position, out_of_time=False)
-                    continue
-            room = max_hits if keep_last else max_hits - len(hits)
             search = partial(
                 _scan_block,
-                block,
-                0,
-                search_end,
-                matcher,
-                pacer,
-                room=room,
+                matcher=matcher,
+                pacer=pacer,
+                room=max_hits if keep_last else max_hits - len(hits),
                 keep_last=keep_last,
                 stop_when_full=stop_when_full,
                 deadline=deadline,
                 count_newlines=False,
             )
-            numbers = _LineNumbers(block, position, index, first_number)
+            work = partial(
+                _scan_read_block,
+                position=position,
+                limit_byte=limit_byte,
+                index=index,
+                first_number=first_number,
+                scan=search,
+            )
             first_number = None
-            scan, hit_numbers = await _in_worker(partial(_scan_numbered, search, numbers))
+            block, scanned = await blocks.read_then(position, min(limit_byte, position + SCAN_BLOCK), work)
+            if not block:
+                break
+            if scanned is None:
+                # One line longer than a block: search its head, then jump past it with the index.
+                line_number = await line_of_offset(payload, position)
+                begin = position
+                found, found_end = await _search_long_line(block, matcher, pacer, long)
+                position = await line_start(payload, line_number + 1)
+                if found != -1:
+                    total += 1
+                    if keep_last or len(hits) < max_hits:
+                        hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
+                    if stop_when_full and len(hits) >= max_hits and position < limit_byte:
+                        return await stop(position, out_of_time=False)
+                continue
+            scan, hit_numbers, consumed = scanned
             if -1 in hit_numbers:  # a short block inside one index chunk: count from the block's first line
                 first = await line_of_offset(payload, position)
                 hit_numbers = [first + block.count(b'\n', 0, line_begin) for _, line_begin, _, _ in scan.hits]
@@ -429,7 +449,6 @@ async def grep_lines(
             )
             total += scan.total
             long.add(scan.long_lines, scan.long_line_limit)
-            consumed = len(block) if at_end else search_end + 1
             if not scan.finished:
                 return await stop(position + scan.resume, out_of_time=scan.out_of_time)
             if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:
