@@ -51,6 +51,10 @@ class Hit:
     match_end: int
     """Byte offset just past that match."""
 
+    starts_before: tuple[int, ...] = ()
+    """Where the lines just above it start, the nearest first: as many as were asked for and the block it was found
+    in held (so showing them with the match needs no lookup of where they start)."""
+
 
 @dataclass
 class GrepResult:
@@ -346,11 +350,13 @@ def _scan_read_block(
     index: LineIndex,
     first_number: int | None,
     scan: Callable[[Buffer, int, int], _BlockScan],
-) -> tuple[_BlockScan, list[int], int] | None:
+    context_before: int,
+) -> tuple[_BlockScan, list[int], list[tuple[int, ...]], int] | None:
     """Scan the whole lines of a block just read (at byte `position`), in the worker thread that read it.
 
-    Returns the scan, the 0-based line number of each hit it recorded (-1 where the index cannot tell), and the
-    bytes it consumed; `None` for an empty block or a line longer than the block (left to the caller).
+    Returns the scan, the 0-based line number of each hit it recorded (-1 where the index cannot tell), where the
+    `context_before` lines above each start (block offsets), and the bytes it consumed; `None` for an empty block or
+    a line longer than the block (left to the caller).
     """
     if not block:
         return None
@@ -364,7 +370,17 @@ def _scan_read_block(
     result = scan(block, 0, search_end)
     numbers = _LineNumbers(block, position, index, first_number)
     hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
-    return result, hit_numbers, len(block) if at_end else search_end + 1
+    above = [_starts_above(block, line_begin, context_before) for _, line_begin, _, _ in result.hits]
+    return result, hit_numbers, above, len(block) if at_end else search_end + 1
+
+
+def _starts_above(block: Buffer, line_begin: int, count: int) -> tuple[int, ...]:
+    """Where the up to `count` lines above the one at `line_begin` start, the nearest first (the block starts a line)."""
+    starts: list[int] = []
+    while len(starts) < count and line_begin > 0:
+        line_begin = block.rfind(b'\n', 0, line_begin - 1) + 1
+        starts.append(line_begin)
+    return tuple(starts)
 
 
 async def grep_lines(
@@ -377,11 +393,14 @@ async def grep_lines(
     keep_last: bool = False,
     stop_when_full: bool = False,
     deadline: float,
+    context_before: int = 0,
 ) -> GrepResult:
     """Scan lines `[first_line, end_line)` for `matcher`, streaming `SCAN_BLOCK` bytes at a time.
 
     Counts every matching line, records the first `max_hits` (or the last, with `keep_last`), and stops
     early at `deadline` (a `time.monotonic()` value), or once `max_hits` are recorded with `stop_when_full`.
+    Each hit knows where up to `context_before` lines above it start (`Hit.starts_before`), as far as its block
+    shows them.
     The searching runs in a worker thread (RE2 and `bytes.find` release the GIL), regex searches are paced
     so that none runs long, and the deadline is checked inside a block, not only between blocks.
     """
@@ -421,6 +440,7 @@ async def grep_lines(
                 index=index,
                 first_number=first_number,
                 scan=search,
+                context_before=context_before,
             )
             first_number = None
             block, scanned = await blocks.read_then(position, min(limit_byte, position + SCAN_BLOCK), work)
@@ -439,13 +459,19 @@ async def grep_lines(
                     if stop_when_full and len(hits) >= max_hits and position < limit_byte:
                         return await stop(position, out_of_time=False)
                 continue
-            scan, hit_numbers, consumed = scanned
+            scan, hit_numbers, above, consumed = scanned
             if -1 in hit_numbers:  # a short block inside one index chunk: count from the block's first line
                 first = await line_of_offset(payload, position)
                 hit_numbers = [first + block.count(b'\n', 0, line_begin) for _, line_begin, _, _ in scan.hits]
             hits.extend(
-                Hit(line + 1, position + line_begin, position + found, position + found_end)
-                for line, (_, line_begin, found, found_end) in zip(hit_numbers, scan.hits)
+                Hit(
+                    line + 1,
+                    position + line_begin,
+                    position + found,
+                    position + found_end,
+                    tuple(position + start for start in starts),
+                )
+                for line, starts, (_, line_begin, found, found_end) in zip(hit_numbers, above, scan.hits)
             )
             total += scan.total
             long.add(scan.long_lines, scan.long_line_limit)

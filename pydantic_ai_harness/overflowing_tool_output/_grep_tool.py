@@ -69,7 +69,9 @@ async def grep_tool_result(
                 f'offset={offset} is past the end: the stored result {show(payload.handle)} has {total_lines} lines, '
                 'so there is nothing more to search.'
             )
-        result = await grep_lines(payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline)
+        result = await grep_lines(
+            payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline, context_before=context_lines
+        )
         return await _render_grep(payload, search, result, notes, caps, skip)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return storage_error(payload.handle, exc)
@@ -191,7 +193,7 @@ async def _render_grep(
         # but always up to the group's first match.
         fits = (budget - used) // (width + 4)
         count = min(high - low + 1, max(fits, hits[0].line - low + 1))
-        lines = await read_lines(payload, low - 1, count, caps.max_line_chars)
+        lines = await read_lines(payload, low - 1, count, caps.max_line_chars, known_start=_start_of(hits[0], low))
         by_number = {hit.line: hit for hit in hits}
         rendered: list[str] = []
         group_used = _GROUP_LABEL_RESERVE
@@ -281,6 +283,14 @@ async def _render_binary_grep(
     elif result.total > len(result.hits):
         footer.append(f'More matches: {search.again(result.hits[-1].match_start + 1)}.')
     return '\n'.join([header, *body, f'({" ".join(footer)})'])
+
+
+def _start_of(hit: Hit, line: int) -> int | None:
+    """Where `line` (1-based, at or above the hit's) starts, when the hit knows; else `None`."""
+    above = hit.line - line
+    if above == 0:
+        return hit.line_start
+    return hit.starts_before[above - 1] if above <= len(hit.starts_before) else None
 
 
 def _group_label(hits: list[Hit]) -> str:
