@@ -1,4 +1,4 @@
-"""The grep algorithms over a [`Payload`][]: forward and backward line scans, and byte scans of binary payloads.
+"""The grep algorithms over a text [`Payload`][]: forward and backward line scans (binary ones: `_grep_bytes.py`).
 
 Blocks are searched in a worker thread (RE2 and `bytes.find` release the GIL); a regex with required literals is
 run only around the lines holding one of them; every regex search is paced (`Pacer`) so that none runs long, and
@@ -24,10 +24,10 @@ from .stores._line_index import LineIndex
 
 __all__ = (
     'BACKWARD_BLOCK',
+    'BlockScan',
     'GrepResult',
     'Hit',
     'Pacer',
-    'grep_bytes',
     'grep_lines',
     'grep_lines_backward',
 )
@@ -127,7 +127,7 @@ the answer says how far)."""
 
 
 @dataclass
-class _BlockScan:
+class BlockScan:
     """What scanning one block found; offsets are relative to the block."""
 
     hits: list[tuple[int, int, int, int]]
@@ -206,7 +206,7 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
     stop_when_full: bool,
     deadline: float,
     count_newlines: bool = True,
-) -> _BlockScan:
+) -> BlockScan:
     """Scan the whole lines in `block[begin:search_end]` for `matcher`; runs in a worker thread.
 
     Records up to `room` hits (the last `room` with `keep_last`, else the first, and with `stop_when_full`
@@ -229,7 +229,7 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
             window_end = search_end
         else:
             if past(deadline):
-                return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+                return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
             if candidates is not None:
                 # Lines without a required literal cannot match: go to the next line holding one, and let RE2
                 # search only as far as the last line holding one in its window.
@@ -287,14 +287,14 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
         newline = block.find(b'\n', found, search_end)
         if stop_when_full and len(hits) >= room:
             resume = search_end if newline == -1 else newline + 1
-            return _BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
+            return BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
         if newline == -1:
             break
         cursor = newline + 1
         checks += 1
         if pacer is None and checks % 64 == 0 and past(deadline):
-            return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
-    return _BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
+            return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+    return BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
 
 
 async def _in_worker(function: Callable[[], _T]) -> _T:
@@ -349,9 +349,9 @@ def _scan_read_block(
     limit_byte: int,
     index: LineIndex,
     first_number: int | None,
-    scan: Callable[[Buffer, int, int], _BlockScan],
+    scan: Callable[[Buffer, int, int], BlockScan],
     context_before: int,
-) -> tuple[_BlockScan, list[int], list[tuple[int, ...]], int] | None:
+) -> tuple[BlockScan, list[int], list[tuple[int, ...]], int] | None:
     """Scan the whole lines of a block just read (at byte `position`), in the worker thread that read it.
 
     Returns the scan, the 0-based line number of each hit it recorded (-1 where the index cannot tell), where the
@@ -640,73 +640,3 @@ async def _search_long_line(
         # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
         return -1, -1
     return found, found_end
-
-
-async def grep_bytes(
-    payload: Payload, matcher: Matcher, *, max_hits: int, deadline: float, start: int = 0
-) -> GrepResult:
-    """Scan a binary payload for `matcher`; hits are byte offsets (overlapping windows catch matches on edges).
-
-    Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
-    """
-    size = payload.size
-    pacer: Pacer | None = None
-    if matcher.literal is not None:
-        overlap = len(matcher.literal) - 1
-    else:
-        # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
-        # window itself, so a costly pattern's searches stay short.
-        pacer = Pacer(matcher)
-        overlap = min(4096, pacer.window())
-    hits: list[Hit] = []
-    total = 0
-    position = max(0, start)
-    async with BlockReader(payload) as blocks:
-        while position < size:
-            if time.monotonic() > deadline:
-                return GrepResult(hits, total, False, 0, position, out_of_time=True)
-            block = await blocks.read(position, min(size, position + SCAN_BLOCK + overlap))
-            if not block:
-                break
-            # Matches starting in the overlap belong to the next block (unless this is the last one).
-            last = position + len(block) >= size
-            owned = len(block) if last else SCAN_BLOCK
-            search = partial(
-                _scan_binary_block, block, owned, overlap, matcher, pacer, room=max_hits - len(hits), deadline=deadline
-            )
-            scan = await _in_worker(search)
-            hits.extend(Hit(0, position + start, position + start, position + end) for _, _, start, end in scan.hits)
-            total += scan.total
-            if not scan.finished:
-                return GrepResult(hits, total, False, 0, position + scan.resume, out_of_time=True)
-            if last:
-                break
-            position += SCAN_BLOCK
-    return GrepResult(hits, total, True, 0, size)
-
-
-def _scan_binary_block(
-    block: Buffer, owned: int, overlap: int, matcher: Matcher, pacer: Pacer | None, *, room: int, deadline: float
-) -> _BlockScan:
-    """Every match starting in `block[:owned]`, searched in paced windows that overlap by `overlap` bytes."""
-    hits: list[tuple[int, int, int, int]] = []
-    total = 0
-    cursor = 0
-    while cursor < owned:
-        if past(deadline):
-            return _BlockScan(hits, total, cursor, False, True)
-        window_start = cursor
-        window_end = len(block) if pacer is None else min(len(block), cursor + pacer.window() + overlap)
-        found, found_end = matcher.search(block, cursor, window_end)
-        if found == -1 or found >= owned:
-            if window_end >= len(block) or found >= owned:
-                break
-            cursor = max(window_end - overlap, window_start + 1)  # the next window re-reads the overlap
-            continue
-        total += 1
-        if len(hits) < room:
-            hits.append((0, found, found, found_end))
-        cursor = max(found_end, found + 1)
-        if total % 64 == 0 and past(deadline):
-            return _BlockScan(hits, total, cursor, False, True)
-    return _BlockScan(hits, total, owned, True, False)

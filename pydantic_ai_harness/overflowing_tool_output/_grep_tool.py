@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pydantic_ai import ModelRetry
 
 from ._answers import FRAME_RESERVE, QueryLimits, check_pattern, counted, read_call, render_line, show, storage_error
-from ._grep import GrepResult, Hit, grep_bytes, grep_lines
+from ._grep import GrepResult, Hit, grep_lines
+from ._grep_bytes import grep_bytes
 from ._handles import open_handle
 from ._matcher import Matcher, PatternError
 from ._names import GREP_TOOL_NAME
