@@ -47,7 +47,7 @@ _WALK_BUDGET = 100_000
 
 _MARKER = '\x7f'
 """What separates the elements of a batch while it is serialized: a string of one DEL, rare in data. Its cut,
-`,"\x7f",`, is five bytes: CPython looks for a needle shorter than six bytes without the setup a longer one costs on
+`,"\\x7f",`, is five bytes: CPython looks for a needle shorter than six bytes without the setup a longer one costs on
 every call (`split` makes one per element), which makes the cut ~30% cheaper than with `,-0.0,`. The cut is checked
 (one part per element), so a value that holds it only costs one call per element."""
 
