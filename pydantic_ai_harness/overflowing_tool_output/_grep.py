@@ -1,4 +1,4 @@
-"""The grep algorithms over a [`Payload`][]: forward and backward line scans, and byte scans of binary payloads.
+"""The grep algorithms over a text [`Payload`][]: forward and backward line scans (binary ones: `_grep_bytes.py`).
 
 Blocks are searched in a worker thread (RE2 and `bytes.find` release the GIL); a regex with required literals is
 run only around the lines holding one of them; every regex search is paced (`Pacer`) so that none runs long, and
@@ -20,13 +20,14 @@ import anyio.to_thread
 from .._gil import past
 from ._matcher import Buffer, Matcher
 from ._query import SCAN_BLOCK, BlockReader, Payload, line_of_offset, line_start
+from .stores._line_index import LineIndex
 
 __all__ = (
     'BACKWARD_BLOCK',
+    'BlockScan',
     'GrepResult',
     'Hit',
     'Pacer',
-    'grep_bytes',
     'grep_lines',
     'grep_lines_backward',
 )
@@ -49,6 +50,10 @@ class Hit:
 
     match_end: int
     """Byte offset just past that match."""
+
+    starts_before: tuple[int, ...] = ()
+    """Where the lines just above it start, the nearest first: as many as were asked for and the block it was found
+    in held (so showing them with the match needs no lookup of where they start)."""
 
 
 @dataclass
@@ -122,7 +127,7 @@ the answer says how far)."""
 
 
 @dataclass
-class _BlockScan:
+class BlockScan:
     """What scanning one block found; offsets are relative to the block."""
 
     hits: list[tuple[int, int, int, int]]
@@ -200,12 +205,14 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
     keep_last: bool,
     stop_when_full: bool,
     deadline: float,
-) -> _BlockScan:
+    count_newlines: bool = True,
+) -> BlockScan:
     """Scan the whole lines in `block[begin:search_end]` for `matcher`; runs in a worker thread.
 
     Records up to `room` hits (the last `room` with `keep_last`, else the first, and with `stop_when_full`
     stops once they are recorded), counts every matching line, and checks `deadline` (a `time.monotonic()`
     value) before every regex search and every 64 literal matches, handing the GIL to the event loop every 2 ms.
+    Without `count_newlines`, a hit's newlines before it are left at 0 (the caller numbers the lines).
     """
     hits: deque[tuple[int, int, int, int]] = deque(maxlen=room) if keep_last else deque()
     total = 0
@@ -222,7 +229,7 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
             window_end = search_end
         else:
             if past(deadline):
-                return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+                return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
             if candidates is not None:
                 # Lines without a required literal cannot match: go to the next line holding one, and let RE2
                 # search only as far as the last line holding one in its window.
@@ -273,24 +280,107 @@ def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one pl
         line_begin = max(block.rfind(b'\n', begin, found) + 1, begin)
         total += 1
         if keep_last or len(hits) < room:
-            newlines += block.count(b'\n', counted_to, line_begin)
-            counted_to = line_begin
+            if count_newlines:
+                newlines += block.count(b'\n', counted_to, line_begin)
+                counted_to = line_begin
             hits.append((newlines, line_begin, found, found_end))
         newline = block.find(b'\n', found, search_end)
         if stop_when_full and len(hits) >= room:
             resume = search_end if newline == -1 else newline + 1
-            return _BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
+            return BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
         if newline == -1:
             break
         cursor = newline + 1
         checks += 1
         if pacer is None and checks % 64 == 0 and past(deadline):
-            return _BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
-    return _BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
+            return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
+    return BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
 
 
 async def _in_worker(function: Callable[[], _T]) -> _T:
     return await anyio.to_thread.run_sync(function)
+
+
+class _LineNumbers:
+    """The 0-based numbers of lines in a block, each counted from the nearest point whose number is known.
+
+    The line index knows the newlines before every chunk start and the payload's end; a line is counted from the
+    nearest of those inside the block, or from the line numbered last, so a few matches in a 4 MiB block cost a
+    count over at most half a chunk each, not over the block up to them.
+    """
+
+    def __init__(self, block: Buffer, base: int, index: LineIndex, first_number: int | None) -> None:
+        self._block = block
+        self._base = base
+        self._index = index
+        self._at = -1 if first_number is None else 0
+        """A line start in the block whose number is known (-1: none yet)."""
+        self._number = first_number or 0
+
+    def at(self, line_begin: int) -> int:
+        """The number of the line starting at `line_begin` (at or after the last one numbered).
+
+        -1 when no point whose number is known lies in the block.
+        """
+        index, block, base = self._index, self._block, self._base
+        chunk_start, before = index.chunk_of_offset(base + line_begin)
+        if chunk_start - base > self._at:
+            self._at, self._number = chunk_start - base, before
+        chunk_end = chunk_start + index.chunk_size
+        if chunk_end >= index.size:
+            chunk_end, after = index.size, index.newline_count
+        else:
+            after = index.newlines_before[chunk_end // index.chunk_size]
+        back = chunk_end - base
+        if back <= len(block) and (self._at == -1 or back - line_begin < line_begin - self._at):
+            number = after - block.count(b'\n', line_begin, back)
+        elif self._at != -1:
+            number = self._number + block.count(b'\n', self._at, line_begin)
+        else:
+            return -1
+        self._at, self._number = line_begin, number
+        return number
+
+
+def _scan_read_block(
+    block: Buffer,
+    *,
+    position: int,
+    limit_byte: int,
+    index: LineIndex,
+    first_number: int | None,
+    scan: Callable[[Buffer, int, int], BlockScan],
+    context_before: int,
+) -> tuple[BlockScan, list[int], list[tuple[int, ...]], int] | None:
+    """Scan the whole lines of a block just read (at byte `position`), in the worker thread that read it.
+
+    Returns the scan, the 0-based line number of each hit it recorded (-1 where the index cannot tell), where the
+    `context_before` lines above each start (block offsets), and the bytes it consumed; `None` for an empty block or
+    a line longer than the block (left to the caller).
+    """
+    if not block:
+        return None
+    at_end = position + len(block) >= limit_byte
+    if at_end:
+        search_end = len(block) - (1 if block.endswith(b'\n') else 0)
+    else:
+        search_end = block.rfind(b'\n')
+        if search_end == -1:
+            return None
+    result = scan(block, 0, search_end)
+    numbers = _LineNumbers(block, position, index, first_number)
+    hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
+    above = [_starts_above(block, line_begin, context_before) for _, line_begin, _, _ in result.hits]
+    return result, hit_numbers, above, len(block) if at_end else search_end + 1
+
+
+def _starts_above(block: Buffer, line_begin: int, count: int) -> tuple[int, ...]:
+    """Where the up to `count` lines above the one at `line_begin` start, the nearest first (the block starts a line)."""
+    starts: list[int] = []
+    while len(starts) < count and line_begin > 0:
+        line_begin = block.rfind(b'\n', 0, line_begin - 1) + 1
+        starts.append(line_begin)
+    return tuple(starts)
 
 
 async def grep_lines(
@@ -303,11 +393,14 @@ async def grep_lines(
     keep_last: bool = False,
     stop_when_full: bool = False,
     deadline: float,
+    context_before: int = 0,
 ) -> GrepResult:
     """Scan lines `[first_line, end_line)` for `matcher`, streaming `SCAN_BLOCK` bytes at a time.
 
     Counts every matching line, records the first `max_hits` (or the last, with `keep_last`), and stops
     early at `deadline` (a `time.monotonic()` value), or once `max_hits` are recorded with `stop_when_full`.
+    Each hit knows where up to `context_before` lines above it start (`Hit.starts_before`), as far as its block
+    shows them.
     The searching runs in a worker thread (RE2 and `bytes.find` release the GIL), regex searches are paced
     so that none runs long, and the deadline is checked inside a block, not only between blocks.
     """
@@ -320,6 +413,7 @@ async def grep_lines(
     total = 0
     long = _LongLines()
     pacer = Pacer(matcher) if matcher.literal is None else None
+    first_number: int | None = first_line  # the number of the line at `position`, while it is known for free
 
     async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
         line = await line_of_offset(payload, byte)
@@ -329,50 +423,58 @@ async def grep_lines(
         while position < limit_byte:
             if time.monotonic() > deadline:
                 return await stop(position, out_of_time=True)
-            block = await blocks.read(position, min(limit_byte, position + SCAN_BLOCK))
-            if not block:
-                break
-            at_end = position + len(block) >= limit_byte
-            if at_end:
-                search_end = len(block) - (1 if block.endswith(b'\n') else 0)
-            else:
-                search_end = block.rfind(b'\n')
-                if search_end == -1:
-                    # One line longer than a block: search its head, then jump past it with the index.
-                    line_number = await line_of_offset(payload, position)
-                    begin = position
-                    found, found_end = await _search_long_line(block, matcher, pacer, long)
-                    position = await line_start(payload, line_number + 1)
-                    if found != -1:
-                        total += 1
-                        if keep_last or len(hits) < max_hits:
-                            hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
-                        if stop_when_full and len(hits) >= max_hits and position < limit_byte:
-                            return await stop(position, out_of_time=False)
-                    continue
-            room = max_hits if keep_last else max_hits - len(hits)
             search = partial(
                 _scan_block,
-                block,
-                0,
-                search_end,
-                matcher,
-                pacer,
-                room=room,
+                matcher=matcher,
+                pacer=pacer,
+                room=max_hits if keep_last else max_hits - len(hits),
                 keep_last=keep_last,
                 stop_when_full=stop_when_full,
                 deadline=deadline,
+                count_newlines=False,
             )
-            scan = await _in_worker(search)
-            if scan.hits:
-                first_number = await line_of_offset(payload, position)
-                hits.extend(
-                    Hit(first_number + newlines + 1, position + line_begin, position + found, position + found_end)
-                    for newlines, line_begin, found, found_end in scan.hits
+            work = partial(
+                _scan_read_block,
+                position=position,
+                limit_byte=limit_byte,
+                index=index,
+                first_number=first_number,
+                scan=search,
+                context_before=context_before,
+            )
+            first_number = None
+            block, scanned = await blocks.read_then(position, min(limit_byte, position + SCAN_BLOCK), work)
+            if not block:
+                break
+            if scanned is None:
+                # One line longer than a block: search its head, then jump past it with the index.
+                line_number = await line_of_offset(payload, position)
+                begin = position
+                found, found_end = await _search_long_line(block, matcher, pacer, long)
+                position = await line_start(payload, line_number + 1)
+                if found != -1:
+                    total += 1
+                    if keep_last or len(hits) < max_hits:
+                        hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
+                    if stop_when_full and len(hits) >= max_hits and position < limit_byte:
+                        return await stop(position, out_of_time=False)
+                continue
+            scan, hit_numbers, above, consumed = scanned
+            if -1 in hit_numbers:  # a short block inside one index chunk: count from the block's first line
+                first = await line_of_offset(payload, position)
+                hit_numbers = [first + block.count(b'\n', 0, line_begin) for _, line_begin, _, _ in scan.hits]
+            hits.extend(
+                Hit(
+                    line + 1,
+                    position + line_begin,
+                    position + found,
+                    position + found_end,
+                    tuple(position + start for start in starts),
                 )
+                for line, starts, (_, line_begin, found, found_end) in zip(hit_numbers, above, scan.hits)
+            )
             total += scan.total
             long.add(scan.long_lines, scan.long_line_limit)
-            consumed = len(block) if at_end else search_end + 1
             if not scan.finished:
                 return await stop(position + scan.resume, out_of_time=scan.out_of_time)
             if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:
@@ -538,73 +640,3 @@ async def _search_long_line(
         # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
         return -1, -1
     return found, found_end
-
-
-async def grep_bytes(
-    payload: Payload, matcher: Matcher, *, max_hits: int, deadline: float, start: int = 0
-) -> GrepResult:
-    """Scan a binary payload for `matcher`; hits are byte offsets (overlapping windows catch matches on edges).
-
-    Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
-    """
-    size = payload.size
-    pacer: Pacer | None = None
-    if matcher.literal is not None:
-        overlap = len(matcher.literal) - 1
-    else:
-        # A regex match longer than the overlap can be missed where windows meet; the overlap never outweighs the
-        # window itself, so a costly pattern's searches stay short.
-        pacer = Pacer(matcher)
-        overlap = min(4096, pacer.window())
-    hits: list[Hit] = []
-    total = 0
-    position = max(0, start)
-    async with BlockReader(payload) as blocks:
-        while position < size:
-            if time.monotonic() > deadline:
-                return GrepResult(hits, total, False, 0, position, out_of_time=True)
-            block = await blocks.read(position, min(size, position + SCAN_BLOCK + overlap))
-            if not block:
-                break
-            # Matches starting in the overlap belong to the next block (unless this is the last one).
-            last = position + len(block) >= size
-            owned = len(block) if last else SCAN_BLOCK
-            search = partial(
-                _scan_binary_block, block, owned, overlap, matcher, pacer, room=max_hits - len(hits), deadline=deadline
-            )
-            scan = await _in_worker(search)
-            hits.extend(Hit(0, position + start, position + start, position + end) for _, _, start, end in scan.hits)
-            total += scan.total
-            if not scan.finished:
-                return GrepResult(hits, total, False, 0, position + scan.resume, out_of_time=True)
-            if last:
-                break
-            position += SCAN_BLOCK
-    return GrepResult(hits, total, True, 0, size)
-
-
-def _scan_binary_block(
-    block: Buffer, owned: int, overlap: int, matcher: Matcher, pacer: Pacer | None, *, room: int, deadline: float
-) -> _BlockScan:
-    """Every match starting in `block[:owned]`, searched in paced windows that overlap by `overlap` bytes."""
-    hits: list[tuple[int, int, int, int]] = []
-    total = 0
-    cursor = 0
-    while cursor < owned:
-        if past(deadline):
-            return _BlockScan(hits, total, cursor, False, True)
-        window_start = cursor
-        window_end = len(block) if pacer is None else min(len(block), cursor + pacer.window() + overlap)
-        found, found_end = matcher.search(block, cursor, window_end)
-        if found == -1 or found >= owned:
-            if window_end >= len(block) or found >= owned:
-                break
-            cursor = max(window_end - overlap, window_start + 1)  # the next window re-reads the overlap
-            continue
-        total += 1
-        if len(hits) < room:
-            hits.append((0, found, found, found_end))
-        cursor = max(found_end, found + 1)
-        if total % 64 == 0 and past(deadline):
-            return _BlockScan(hits, total, cursor, False, True)
-    return _BlockScan(hits, total, owned, True, False)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pydantic_ai import ModelRetry
 
 from ._answers import FRAME_RESERVE, QueryLimits, check_pattern, counted, read_call, render_line, show, storage_error
-from ._grep import GrepResult, Hit, grep_bytes, grep_lines
+from ._grep import GrepResult, Hit, grep_lines
+from ._grep_bytes import grep_bytes
 from ._handles import open_handle
 from ._matcher import Matcher, PatternError
 from ._names import GREP_TOOL_NAME
@@ -69,7 +70,9 @@ async def grep_tool_result(
                 f'offset={offset} is past the end: the stored result {show(payload.handle)} has {total_lines} lines, '
                 'so there is nothing more to search.'
             )
-        result = await grep_lines(payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline)
+        result = await grep_lines(
+            payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline, context_before=context_lines
+        )
         return await _render_grep(payload, search, result, notes, caps, skip)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return storage_error(payload.handle, exc)
@@ -191,7 +194,7 @@ async def _render_grep(
         # but always up to the group's first match.
         fits = (budget - used) // (width + 4)
         count = min(high - low + 1, max(fits, hits[0].line - low + 1))
-        lines = await read_lines(payload, low - 1, count, caps.max_line_chars)
+        lines = await read_lines(payload, low - 1, count, caps.max_line_chars, known_start=_start_of(hits[0], low))
         by_number = {hit.line: hit for hit in hits}
         rendered: list[str] = []
         group_used = _GROUP_LABEL_RESERVE
@@ -200,7 +203,7 @@ async def _render_grep(
         for line in lines:
             hit = by_number.get(line.number)
             text = (
-                render_line(await line_for_hit(payload, hit, caps), width, '>')
+                render_line(await line_for_hit(payload, hit, caps, read=line), width, '>')
                 if hit
                 else render_line(line, width, ' ')
             )
@@ -283,6 +286,14 @@ async def _render_binary_grep(
     return '\n'.join([header, *body, f'({" ".join(footer)})'])
 
 
+def _start_of(hit: Hit, line: int) -> int | None:
+    """Where `line` (1-based, at or above the hit's) starts, when the hit knows; else `None`."""
+    above = hit.line - line
+    if above == 0:
+        return hit.line_start
+    return hit.starts_before[above - 1] if above <= len(hit.starts_before) else None
+
+
 def _group_label(hits: list[Hit]) -> str:
     """The line above a group of matches: where they are, and the offset to read on from the first."""
     if len(hits) == 1:
@@ -294,9 +305,15 @@ def _group_label(hits: list[Hit]) -> str:
     return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'
 
 
-async def line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits) -> Line:
-    """The matching line, showing the match even when it sits beyond the cut of a long line."""
-    (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
+async def line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits, *, read: Line | None = None) -> Line:
+    """The matching line, showing the match even when it sits beyond the cut of a long line.
+
+    `read`: the line as already read with the lines around it (it is not read again).
+    """
+    if read is not None and read.start == hit.line_start:
+        line = read
+    else:
+        (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
     if not line.cut or hit.match_end <= line.start + line.shown_bytes:
         return line
     half = caps.max_line_chars // 2

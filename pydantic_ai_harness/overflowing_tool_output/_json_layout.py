@@ -45,11 +45,13 @@ large one is spread out without first being serialized whole (`{"items": [...]}`
 _WALK_BUDGET = 100_000
 """Values the walks of one layout may visit in all; past it, members are serialized to learn their size."""
 
-_MARKER = -0.0
-"""What separates the elements of a batch while it is serialized: short to write and to find, and rare in data
-(`,-0.0,`). The cut is checked (one part per element), so a value that holds it only costs one call per element."""
+_MARKER = '\x7f'
+"""What separates the elements of a batch while it is serialized: a string of one DEL, rare in data. Its cut,
+`,"\\x7f",`, is five bytes: CPython looks for a needle shorter than six bytes without the setup a longer one costs on
+every call (`split` makes one per element), which makes the cut ~30% cheaper than with `,-0.0,`. The cut is checked
+(one part per element), so a value that holds it only costs one call per element."""
 
-_MARKER_JSON = b',-0.0,'
+_MARKER_JSON = b',"\x7f",'
 
 _BATCH = 512
 """Elements of a large array serialized and joined at once (none of them spread out): few enough that a batch's
@@ -57,6 +59,10 @@ text and its parts stay small and are reused from batch to batch (a 20 MB list o
 than in batches of 2048; lists of tiny elements as fast)."""
 
 _PLAIN = (dict, list, tuple)
+
+_HOLD_FROM = 4096
+"""Text at least this long is held as it is until its piece is cut (copied once, into the piece), not added to the
+buffer: a buffer grown by large runs is copied again at every growth."""
 
 Dump = Callable[[Any], bytes]
 
@@ -202,6 +208,10 @@ class _Builder:
         self.plain = plain
         self.pieces: list[bytes] = []
         self.buffer = bytearray()
+        """The text since the last run held in `held`."""
+        self.held: list[bytes] = []
+        """The text of the piece being built, before `buffer`: long runs as they are, and the buffer's text before them."""
+        self.held_bytes = 0
         self.lines = 1
         self.padding = 0
         self.walk_budget = _WALK_BUDGET
@@ -218,9 +228,9 @@ class _Builder:
             if type(root) in _PLAIN and len(line) > LINE_BYTES:
                 self._write_container(root, b'')
             else:
-                self.buffer += line
+                self._write(line)
         self.buffer += b'\n'
-        self.pieces.append(bytes(self.buffer))
+        self._cut()
         size = sum(len(piece) for piece in self.pieces)
         return JsonLayout(tuple(self.pieces), size, self.lines, self.padding + 1, root, self.plain)
 
@@ -228,10 +238,32 @@ class _Builder:
         self.buffer += b'\n'
         self.lines += 1
         self.padding += 1 + depth
-        if len(self.buffer) >= PIECE_BYTES:
-            self.pieces.append(bytes(self.buffer))
-            self.buffer.clear()
+        if len(self.buffer) + self.held_bytes >= PIECE_BYTES:
+            self._cut()
         self.buffer += b' ' * depth
+
+    def _write(self, text: bytes) -> None:
+        """Add `text` to the piece being built: to the buffer when short, held as it is when long."""
+        if len(text) < _HOLD_FROM:
+            self.buffer += text
+            return
+        if self.buffer:
+            self.held.append(bytes(self.buffer))
+            self.held_bytes += len(self.buffer)
+            self.buffer.clear()
+        self.held.append(text)
+        self.held_bytes += len(text)
+
+    def _cut(self) -> None:
+        """End the piece being built (the text so far ends at a line end)."""
+        if self.held:
+            self.held.append(bytes(self.buffer))
+            self.pieces.append(b''.join(self.held))
+            self.held.clear()
+            self.held_bytes = 0
+        else:
+            self.pieces.append(bytes(self.buffer))
+        self.buffer.clear()
 
     def _write_container(self, container: Any, prefix: bytes) -> None:
         """Write a container spread over lines (its opening line starts with `prefix`, a member's key)."""
@@ -296,7 +328,7 @@ class _Builder:
             frame.pending.extend(zip(batch, parts))  # some must be spread out: one at a time, reusing these
             return
         self._next_line(frame)
-        self.buffer += (b',\n' + b' ' * depth).join(parts)
+        self._write((b',\n' + b' ' * depth).join(parts))
         self.lines += len(parts) - 1
         self.padding += (len(parts) - 1) * (1 + depth)
 
@@ -325,7 +357,7 @@ class _Builder:
     def _member(self, value: Any, depth: int, few: bool, dump: Dump, line: bytes | None = None) -> Any:
         """Write one member on its line (`line`: its JSON, when known); or return it, plain, to be spread out."""
         if depth >= MAX_DEPTH:
-            self.buffer += line if line is not None else dump(value)
+            self._write(line if line is not None else dump(value))
             return None
         if line is None and few and type(value) not in _PLAIN and not _is_scalar(value):
             value = self.plain(value)  # one of few members: its plain form costs little and may spare a pass
@@ -337,7 +369,7 @@ class _Builder:
             plain = value if type(value) in _PLAIN else self.plain(value)
             if type(plain) in _PLAIN:
                 return plain
-        self.buffer += line
+        self._write(line)
         return None
 
     def _spread(self, container: Any, few: bool) -> bool | None:

@@ -12,6 +12,7 @@ import codecs
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 import anyio.lowlevel
 import anyio.to_thread
@@ -20,6 +21,8 @@ from typing_extensions import Self
 from ._matcher import Buffer
 from .stores._line_index import LineIndex, LineIndexBuilder, build_line_index, nth_newline
 from .stores._protocol import LineIndexedStore, OpenableStore, OverflowStore, PayloadReader, RangeReadableStore
+
+_T = TypeVar('_T')
 
 __all__ = (
     'SCAN_BLOCK',
@@ -118,6 +121,23 @@ class BlockReader:
             return await self._payload.read_range(start, end)
         await anyio.to_thread.run_sync(reader.read_into, self._buffer, start, end)
         return self._buffer
+
+    async def read_then(self, start: int, end: int, work: Callable[[Buffer], _T]) -> tuple[Buffer, _T]:
+        """Bytes `[start, end)` (as `read` returns them) and `work` run on them in a worker thread.
+
+        Through an open handle, the read and the work are one worker-thread call, not two.
+        """
+        reader = self._reader
+        if reader is None:
+            block = await self._payload.read_range(start, end)
+            return block, await anyio.to_thread.run_sync(work, block)
+        buffer = self._buffer
+
+        def read_and_work() -> _T:
+            reader.read_into(buffer, start, end)
+            return work(buffer)
+
+        return buffer, await anyio.to_thread.run_sync(read_and_work)
 
 
 async def _stream_index(read_range: Callable[[int, int], Awaitable[bytes]], size: int) -> LineIndex:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -246,12 +247,19 @@ def render_value(value: Any, *, strip_ansi: bool = False) -> Rendered:
         return Rendered('binary', '', data=value.data, media_type=value.media_type)
     if isinstance(value, FileUrl):
         return Rendered('multimodal', value.url)
-    if is_array(value):
-        items: Sequence[Any] = value
-        # By distinct type (`map(type, ...)` runs at C speed): a 200,000-element list is checked in ~2 ms.
-        if any(issubclass(kind, (BinaryContent, FileUrl)) for kind in set(map(type, items))):
-            return _render_multimodal(items)
+    if is_array(value) and any(issubclass(kind, (BinaryContent, FileUrl)) for kind in _element_types(value)):
+        return _render_multimodal(value)
     return _render_structured(value)
+
+
+def _element_types(items: Sequence[Any]) -> set[type[Any]]:
+    """The distinct types of `items`, at C speed (a 200,000-element list in ~2 ms; one of a single type in less)."""
+    if not items:
+        return set()
+    first: type[Any] = items[0].__class__
+    if operator.countOf(map(type, items), first) == len(items):
+        return {first}  # the common case: counting compares by identity, cheaper than hashing into a set
+    return set(map(type, items))
 
 
 def render_content(content: str | Sequence[Any]) -> Rendered:

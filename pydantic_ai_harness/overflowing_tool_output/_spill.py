@@ -50,7 +50,12 @@ async def spill(action: Spill, unit: ActionContext) -> tuple[Reduced | None, str
         # back the text itself, which the caller recognises as "not smaller" and leaves as is.
         return Reduced(rendered.text, 'spill'), ''
     large = rendered.size_chars > OFF_LOOP_BYTES
-    layout = await off_loop(unit.run, partial(stored_layout, rendered), large=large)
+    # A structured value's layout is built already; a text that is JSON is parsed and laid out here.
+    layout = (
+        rendered.layout
+        if rendered.kind == 'structured'
+        else await off_loop(unit.run, partial(stored_layout, rendered), large=large)
+    )
     if layout is not None:
         return await _spill_layout(action, unit, layout)
     if large and not unit.run.in_durable_context:
@@ -160,11 +165,12 @@ async def _spill_layout(action: Spill, unit: ActionContext, layout: JsonLayout) 
         return None, reason
     summary = _summary(unit, handle, lines=layout.lines, nbytes=layout.size, json=True)
     important = scan.result(numbers)
-    shape = await off_loop(unit.run, partial(_shape_of, unit.rendered, layout), large=large)
-    build = partial(
-        text_preview, summary, None, action.preview_chars, shape=shape, important=important, pieces=layout.pieces
-    )
-    preview = await off_loop(unit.run, build, large=large)
+
+    def build() -> str:
+        shape = _shape_of(unit.rendered, layout)
+        return text_preview(summary, None, action.preview_chars, shape=shape, important=important, pieces=layout.pieces)
+
+    preview = await off_loop(unit.run, build, large=large)  # the shape sketch and the preview, one worker call
     return Reduced(preview, 'spill', summary.handle, summary.nbytes), ''
 
 

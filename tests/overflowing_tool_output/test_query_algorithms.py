@@ -11,7 +11,9 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output._grep import grep_bytes, grep_lines
+from pydantic_ai_harness.overflowing_tool_output import _grep
+from pydantic_ai_harness.overflowing_tool_output._grep import grep_lines
+from pydantic_ai_harness.overflowing_tool_output._grep_bytes import grep_bytes
 from pydantic_ai_harness.overflowing_tool_output._matcher import Matcher, PatternError
 from pydantic_ai_harness.overflowing_tool_output._query import (
     hex_dump,
@@ -203,6 +205,43 @@ def test_property_reads_and_greps_match_reference(
             )
 
     anyio.run(check)
+
+
+@pytest.mark.parametrize('block', [20_000, 100_000, 1 << 22])
+async def test_hits_are_numbered_across_blocks_and_index_chunks(
+    make_store, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """Blocks that do not fall on the index's 64 KiB chunks, hits anywhere in them: numbers and line starts exact."""
+    monkeypatch.setattr(_grep, 'SCAN_BLOCK', block)
+    rng = random.Random(block)
+    lines = [
+        ('hit ' if rng.random() < 0.01 else '') + 'x' * rng.choice([0, 1, 7, 80, 300, 2_000]) for _ in range(3_000)
+    ]
+    data = '\n'.join(lines).encode() + b'\n'
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    store = make_store()
+    payload = await open_payload(store, await store.write('run/call/0', data))
+    matcher = Matcher.compile('hit', is_regex=False)
+    for first in (0, 1, 777, 1_500):
+        for max_hits, keep_last in ((5, False), (1_000, False), (7, True)):
+            result = await grep_lines(
+                payload,
+                matcher,
+                first_line=first,
+                max_hits=max_hits,
+                keep_last=keep_last,
+                deadline=far(),
+                context_before=3,
+            )
+            matching = [n + 1 for n, line in enumerate(lines) if n >= first and 'hit' in line]
+            assert result.total == len(matching)
+            assert [hit.line for hit in result.hits] == (matching[-max_hits:] if keep_last else matching[:max_hits])
+            for hit in result.hits:
+                assert hit.line_start == starts[hit.line - 1]
+                assert len(hit.starts_before) <= 3
+                assert list(hit.starts_before) == [starts[hit.line - 2 - k] for k in range(len(hit.starts_before))]
 
 
 async def test_regex_is_anchored_per_line_and_never_crosses_newlines(make_store) -> None:
