@@ -46,6 +46,25 @@ def register(
     return agent, run_agent
 
 
+def register_output(agent: Agent[None, str], workflow_name: str) -> Callable[[str], Awaitable[str]]:
+    """Register a workflow that runs `agent` and returns its output."""
+
+    @DBOS.workflow(name=workflow_name)
+    async def run_agent(prompt: str) -> str:
+        return (await agent.run(prompt)).output
+
+    return run_agent
+
+
+async def run_child(db_url: str, workflow_id: str, register_run: Callable[[], Callable[[str], Awaitable[str]]]) -> None:
+    """What a child process does: start DBOS, register the run, launch, and run it under `workflow_id`."""
+    start(db_url)
+    run_agent = register_run()
+    DBOS.launch()
+    with SetWorkflowID(workflow_id):
+        await run_agent('go')
+
+
 async def _main(db_url: str, store_dir: str, workflow_id: str, inline_ops: bool) -> None:
     start(db_url)
     _, run_agent = register(store_dir, inline_ops=inline_ops)

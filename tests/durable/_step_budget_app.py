@@ -11,17 +11,19 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
-from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, StepBudget
+
+from ._dbos_app import register_output, run_child
 
 CALLS = 12
 BUDGET = 12_000
@@ -42,6 +44,15 @@ class CountingStore(LocalFileStore):
     async def write(self, key: str, data: bytes) -> str:
         _count_write(key)
         return await super().write(key, data)
+
+
+async def plain_output(build_agent: Callable[[Path], Agent[None, str]], store_dir: Path, run_id: str) -> str:
+    """A run without an engine (its writes not counted), under the run id DBOS will use, for comparison."""
+    counter = os.environ.pop(COUNTER_ENV)
+    try:
+        return (await build_agent(store_dir).run('go', run_id=run_id)).output
+    finally:
+        os.environ[COUNTER_ENV] = counter
 
 
 def writes(counter: str | Path) -> int:
@@ -75,33 +86,9 @@ def build(store_dir: str | Path, *durability: Any) -> Agent[None, str]:
     )
 
 
-def start(db_url: str) -> None:
-    DBOS(
-        config={
-            'name': 'budget_durable',
-            'system_database_url': db_url,
-            'notification_listener_polling_interval_sec': 0.05,
-        }
-    )
-
-
 def register(store_dir: str | Path) -> Callable[[str], Awaitable[str]]:
-    agent = build(store_dir, DBOSDurability())
-
-    @DBOS.workflow(name='budget_run')
-    async def run_agent(prompt: str) -> str:
-        return (await agent.run(prompt)).output
-
-    return run_agent
-
-
-async def _main(db_url: str, store_dir: str, workflow_id: str) -> None:
-    start(db_url)
-    run_agent = register(store_dir)
-    DBOS.launch()
-    with SetWorkflowID(workflow_id):
-        await run_agent('go')
+    return register_output(build(store_dir, DBOSDurability()), 'budget_run')
 
 
 if __name__ == '__main__':
-    anyio.run(_main, sys.argv[1], sys.argv[2], sys.argv[3])
+    anyio.run(run_child, sys.argv[1], sys.argv[3], partial(register, sys.argv[2]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -15,20 +14,14 @@ pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic
 
 from dbos import DBOS, SetWorkflowID
 
-from ._aging_app import PAGES, build, register, start
-from ._step_budget_app import COUNTER_ENV, CRASH_ENV, writes
+from ._aging_app import PAGES, build, register
+from ._dbos_app import start
+from ._step_budget_app import COUNTER_ENV, CRASH_ENV, plain_output, writes
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WRITE_STEP = 'aging_agent__capability__overflowing_tool_output.overflow_spill_write'
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / 'writes.log'))
-    yield f'sqlite:///{tmp_path / "dbos.sqlite"}'
-    DBOS.destroy(destroy_registry=True)
 
 
 def aged(output: str) -> list[int]:
@@ -37,17 +30,8 @@ def aged(output: str) -> list[int]:
     return [n for n, text in enumerate(shown) if text.startswith('[Moved out of context:')]
 
 
-async def plain_output(tmp_path: Path, run_id: str) -> str:
-    """The same run without an engine (its writes not counted), under the run id DBOS will use."""
-    counter = os.environ.pop(COUNTER_ENV)
-    try:
-        return (await build(tmp_path / 'store').run('go', run_id=run_id)).output
-    finally:
-        os.environ[COUNTER_ENV] = counter
-
-
 async def test_the_aged_request_is_the_same_under_dbos_and_on_replay(db_url: str, tmp_path: Path) -> None:
-    expected = await plain_output(tmp_path / 'plain', run_id='wf-aging:1')
+    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-aging:1')
     start(db_url)
     run_agent = register(tmp_path / 'store')
     DBOS.launch()
@@ -65,7 +49,7 @@ async def test_the_aged_request_is_the_same_under_dbos_and_on_replay(db_url: str
 
 
 async def test_a_crash_after_aging_recovers_without_writing_again(db_url: str, tmp_path: Path) -> None:
-    expected = await plain_output(tmp_path / 'plain', run_id='wf-aging-crash:1')
+    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-aging-crash:1')
     with anyio.fail_after(60):
         child = await anyio.run_process(
             [sys.executable, '-m', 'tests.durable._aging_app', db_url, str(tmp_path / 'store'), 'wf-aging-crash'],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -15,19 +14,13 @@ pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic
 
 from dbos import DBOS, SetWorkflowID
 
-from ._step_budget_app import BUDGET, CALLS, COUNTER_ENV, CRASH_ENV, build, register, start, writes
+from ._dbos_app import start
+from ._step_budget_app import BUDGET, CALLS, COUNTER_ENV, CRASH_ENV, build, plain_output, register, writes
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPILL_STEP = 'budget_agent__capability__overflowing_tool_output.overflow_spill_write'
-
-
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / 'writes.log'))
-    yield f'sqlite:///{tmp_path / "dbos.sqlite"}'
-    DBOS.destroy(destroy_registry=True)
 
 
 def check(output: str) -> None:
@@ -38,19 +31,10 @@ def check(output: str) -> None:
     assert sum(len(text) for text in shown) <= BUDGET
 
 
-async def plain_output(tmp_path: Path, run_id: str) -> str:
-    """The same run without an engine (its writes not counted), under the run id DBOS will use."""
-    counter = os.environ.pop(COUNTER_ENV)
-    try:
-        return (await build(tmp_path / 'store').run('go', run_id=run_id)).output
-    finally:
-        os.environ[COUNTER_ENV] = counter
-
-
 async def test_the_reductions_are_durable_steps_and_a_recorded_run_returns_the_same(
     db_url: str, tmp_path: Path
 ) -> None:
-    expected = await plain_output(tmp_path / 'plain', run_id='wf-budget:1')
+    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-budget:1')
     start(db_url)
     run_agent = register(tmp_path / 'store')
     DBOS.launch()
@@ -67,7 +51,7 @@ async def test_the_reductions_are_durable_steps_and_a_recorded_run_returns_the_s
 
 
 async def test_a_crash_after_the_reductions_recovers_without_writing_them_again(db_url: str, tmp_path: Path) -> None:
-    expected = await plain_output(tmp_path / 'plain', run_id='wf-budget-crash:1')
+    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-budget-crash:1')
     with anyio.fail_after(60):
         child = await anyio.run_process(
             [

@@ -47,8 +47,10 @@ from .conftest import FailingStore, MemoryStore
 pytestmark = pytest.mark.anyio
 
 STUB = re.compile(
-    r"^\[Moved out of context: the output of `(\w+)` \(~[\d,]+ tokens\)\. Saved in full under handle '([^']+)'"
+    r'^\[Moved out of context: the output of `(\w+)` \(~([\d,]+) tokens\)\. Saved in full(?: for \d+ \w+)? '
+    r"under handle '([^']+)'"
 )
+"""A stub as the model reads it: the tool, the tokens its handle holds, the handle."""
 
 
 def page(n: int) -> str:
@@ -59,7 +61,7 @@ def page(n: int) -> str:
 
 def stub_handle(part: ToolReturnPart) -> str | None:
     match = STUB.match(part.content) if isinstance(part.content, str) else None
-    return match.group(2) if match else None
+    return match.group(3) if match else None
 
 
 def flat(messages: list[ModelMessage]) -> list[tuple[str, str]]:

@@ -43,17 +43,9 @@ from pydantic_ai_harness.overflowing_tool_output import (
 )
 
 from .conftest import MemoryStore
+from .test_aging import STUB, page
 
 pytestmark = pytest.mark.anyio
-
-STUB = re.compile(
-    r"^\[Moved out of context: the output of `(\w+)` \(~([\d,]+) tokens\)\. Saved in full(?: for \d+ \w+)? under handle '([^']+)'"
-)
-
-
-def page(n: int) -> str:
-    lines = [f'page {n}, line {i}: the quick brown fox jumps over the lazy dog {i * n}' for i in range(50)]
-    return '\n'.join([*lines, f'the secret word of page {n} is word-{n * 7919}'])
 
 
 def stub_of(part: ToolReturnPart) -> re.Match[str] | None:
