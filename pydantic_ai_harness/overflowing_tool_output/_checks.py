@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 
 import anyio
@@ -114,8 +116,23 @@ async def store_root_problem(
 ) -> str | None:
     """What makes a `LocalFileStore` root unusable, when spills would write there; `None` when fine or not checked.
 
-    Workflow code does no file I/O (`durable`), and other stores report their failures on write.
+    Workflow code does no file I/O (`durable`), and other stores report their failures on write. A store checked
+    less than `ROOT_RECHECK_SECONDS` ago is not checked again.
     """
     if durable or not isinstance(store, LocalFileStore) or not uses_store(band_lists):
         return None
-    return await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
+    checked = _ROOT_CHECKS.get(id(store))
+    now = time.monotonic()
+    if checked is not None and checked[0]() is store and now - checked[1] < ROOT_RECHECK_SECONDS:
+        return checked[2]  # checked moments ago: a run start pays no thread hop for it (the spill warns anyway)
+    problem = await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
+    if len(_ROOT_CHECKS) > 1_000:
+        _ROOT_CHECKS.clear()
+    _ROOT_CHECKS[id(store)] = (weakref.ref(store), now, problem)
+    return problem
+
+
+ROOT_RECHECK_SECONDS = 60.0
+"""How long a store's root check holds for the runs that start after it."""
+
+_ROOT_CHECKS: dict[int, tuple[weakref.ref[LocalFileStore], float, str | None]] = {}

@@ -28,6 +28,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Spill,
     Summarize,
     Truncate,
+    _checks,
     build_query_toolset,
 )
 from pydantic_ai_harness.overflowing_tool_output._tools import QUERY_TOOL_NAMES
@@ -405,3 +406,33 @@ def test_action_numbers_of_the_wrong_type_name_the_field(
 ) -> None:
     with pytest.raises(error, match=message):
         action(**options)
+
+
+class CountingRootStore(LocalFileStore):
+    """A real `LocalFileStore` that counts its root checks."""
+
+    checks: int = 0
+
+    def root_problem(self) -> str | None:
+        CountingRootStore.checks += 1
+        return super().root_problem()
+
+
+async def test_the_root_is_checked_once_a_minute_not_at_every_run_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    CountingRootStore.checks = 0
+    root = tmp_path / 'store'
+    root.mkdir(mode=0o700)
+    capability = OverflowingToolOutput(store=CountingRootStore(base_dir=root))
+    for n in range(5):
+        await run_tool(capability, 'small', run_id=f'run-{n}')
+    assert CountingRootStore.checks == 1  # a thread hop per run start saved
+    root.chmod(0o755)  # the root goes bad: within the minute the run start does not look again...
+    await run_tool(capability, 'small', run_id='run-5')  # (warnings are errors here: none was raised)
+    monkeypatch.setattr(_checks, 'ROOT_RECHECK_SECONDS', 0.0)  # ...and once the check is older, it names it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        await run_tool(capability, 'small', run_id='run-6')
+    assert CountingRootStore.checks == 2
+    assert any(m.startswith('Spills will fail') and f'chmod 700 {root}' in m for m in _overflow_warnings(caught))
