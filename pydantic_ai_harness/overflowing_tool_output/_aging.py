@@ -151,7 +151,7 @@ class DueReturn:
     """The return itself."""
 
     tokens: int
-    """Tokens of `text`."""
+    """Tokens of what the model is sent for it."""
 
     handle: str | None
     """The handle it is already stored under (a spill, a summary's kept original); `None` if it must be written."""
@@ -227,11 +227,11 @@ def _stored_handle(part: ToolReturnPart) -> str | None:
 
 def _held_tokens(item: DueReturn) -> int:
     """About how many tokens the stub's handle holds: a spill's handle holds the whole output, not the preview."""
-    size = part_size_before(item.part) if item.handle is not None else 0
+    size = _size_before(item.part) if item.handle is not None else 0
     return max(item.tokens, size // 4)
 
 
-def part_size_before(part: ToolReturnPart) -> int:
+def _size_before(part: ToolReturnPart) -> int:
     """The characters of the return before the capability reduced it (`overflow_size_before`), or 0."""
     size = part.metadata.get(f'{VALUE_PREFIX}_size_before') if is_mapping(part.metadata) else None
     return size if is_int(size) else 0
@@ -272,6 +272,7 @@ def query_stub(tool_name: str, tokens: int) -> str:
 
 
 def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None) -> str:
+    """The stub for `item`; without `handle`, the one counted before its write (a query answer needs none)."""
     if tools.is_query(item.part.tool_name):
         return query_stub(item.part.tool_name, item.tokens)
     if handle is None:  # only to count a stub before its write: a handle as long as the built-in stores' ones
@@ -350,7 +351,7 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}'
                 parts[item.index] = _marked_failed(item.part, failure)
                 continue
-        stub = _stub(item, tools, handle or '')
+        stub = _stub(item, tools, handle)
         notes: dict[str, Any] = {
             f'{AGED_PREFIX}_size_before': len(text),
             f'{AGED_PREFIX}_size_after': len(stub),
