@@ -283,7 +283,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             ):
                 warn(message)
             lists = (self._bands_desc, *self._per_tool_desc.values())
-            problem = await store_root_problem(self._resolved_store, lists, durable=ctx.in_durable_context)
+            aging, durable = self.aging is not None, ctx.in_durable_context
+            problem = await store_root_problem(self._resolved_store, lists, durable=durable, aging=aging)
             if problem is not None and problem != self._reported_root_problem:
                 warn(f'Spills will fail and fall back to their `then` action: {problem}')
             self._reported_root_problem = problem

@@ -112,14 +112,14 @@ def unknown_tool_names(per_tool: Iterable[str], tool_filter: object, tools: Iter
 
 
 async def store_root_problem(
-    store: OverflowStore, band_lists: Iterable[Sequence[Band]], *, durable: bool
+    store: OverflowStore, band_lists: Iterable[Sequence[Band]], *, durable: bool, aging: bool = False
 ) -> str | None:
-    """What makes a `LocalFileStore` root unusable, when spills would write there; `None` when fine or not checked.
+    """What makes a `LocalFileStore` root unusable, when spills (or `aging`) write there; `None` when fine or unchecked.
 
     Workflow code does no file I/O (`durable`), and other stores report their failures on write. A store checked
     less than `ROOT_RECHECK_SECONDS` ago is not checked again.
     """
-    if durable or not isinstance(store, LocalFileStore) or not uses_store(band_lists):
+    if durable or not isinstance(store, LocalFileStore) or not (aging or uses_store(band_lists)):
         return None
     checked = _ROOT_CHECKS.get(id(store))
     now = time.monotonic()

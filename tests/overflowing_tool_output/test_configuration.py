@@ -20,6 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.overflowing_tool_output import (
     GREP_TOOL_NAME,
     READ_TOOL_NAME,
+    Aging,
     Band,
     LocalFileStore,
     OverflowingToolOutput,
@@ -436,3 +437,14 @@ async def test_the_root_is_checked_once_a_minute_not_at_every_run_start(
         await run_tool(capability, 'small', run_id='run-6')
     assert CountingRootStore.checks == 2
     assert any(m.startswith('Spills will fail') and f'chmod 700 {root}' in m for m in _overflow_warnings(caught))
+
+
+async def test_aging_gets_the_root_checked_even_when_no_band_spills(tmp_path: Path) -> None:
+    loose = _loose_root(tmp_path)
+    capability = OverflowingToolOutput(
+        bands=[Band(over=100_000, action=Truncate())], store=LocalFileStore(base_dir=loose), aging=Aging()
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        await run_tool(capability, 'small')
+    assert any(m.startswith('Spills will fail') and f'chmod 700 {loose}' in m for m in _overflow_warnings(caught))
