@@ -218,8 +218,11 @@ def is_aged(part: ToolReturnPart) -> bool:
 
 
 def _stored_handle(part: ToolReturnPart) -> str | None:
-    """The handle the return's value is already stored under, when the capability stored it."""
-    if not is_mapping(part.metadata):
+    """The handle a spilled return is stored under: the preview the model saw is a view of it, so nothing is lost.
+
+    A summary that kept its original is written anew: the model read the summary, which the original does not hold.
+    """
+    if not is_mapping(part.metadata) or part.metadata.get(f'{VALUE_PREFIX}_action') != 'spill':
         return None
     handle = part.metadata.get(f'{VALUE_PREFIX}_handle')
     return handle if isinstance(handle, str) and handle else None

@@ -39,6 +39,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     OverflowingToolOutputWarning,
     OverflowRunSummary,
     Spill,
+    Summarize,
     overflow_report,
 )
 
@@ -503,3 +504,36 @@ def test_batch_share_is_checked() -> None:
     assert Aging().batch_threshold(8_000) == 800
     assert Aging().batch_threshold(1_000_000) == 8_000
     assert Aging().batch_threshold(None) == 8_000
+
+
+async def test_an_aged_summary_is_stored_as_the_model_read_it(tmp_path: Path) -> None:
+    """A summary that kept its original names the original's handle; aged, it is written anew, so the summary the
+    model read is what its stub gets back (and the original stays reachable through the handle the summary names)."""
+    store = LocalFileStore(tmp_path)
+
+    def summarize(tool_name: str, text: str) -> str:
+        return f'{tool_name}: {len(text.splitlines())} lines; ' + 'the secret word is in the last line. ' * 40
+
+    capability = OverflowingToolOutput(
+        bands=[Band(over=2_000, action=Summarize(summarize=summarize))],
+        store=store,
+        workspace=None,
+        aging=Aging(after_turns=2, min_tokens=100, batch_tokens=500),
+    )
+    result = await paging_agent(Pager(pages=8), capability).run('go')
+    aged = [
+        p
+        for m in result.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and 'Moved out of context' in str(p.content)
+    ]
+    assert aged
+    for part in aged:
+        handle = part.metadata['overflow_aged_handle']
+        assert handle != part.metadata['overflow_handle']  # not the original's handle
+        summary = (await store.read(handle)).decode()
+        assert summary.startswith('[Summary of what `fetch_page` returned')
+        assert f"under handle '{part.metadata['overflow_handle']}'" in summary
+        original = (await store.read(part.metadata['overflow_handle'])).decode()
+        assert original == page(int(part.tool_call_id.removeprefix('call_')))
