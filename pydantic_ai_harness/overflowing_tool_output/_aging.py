@@ -271,7 +271,10 @@ def _failed(part: ToolReturnPart) -> bool:
 
 def query_stub(tool_name: str, tokens: int) -> str:
     """The text in place of an aged answer of a query tool: the stored output it read stays, so the call gets it back."""
-    return f'[Moved out of context: this `{tool_name}` answer (~{tokens:,} tokens). The same call gets it again.]'
+    return (
+        f'[Moved out of context: this `{tool_name}` answer (~{tokens:,} tokens). '
+        'Calling it again with the same arguments gets it back.]'
+    )
 
 
 def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None) -> str:

@@ -537,3 +537,40 @@ async def test_an_aged_summary_is_stored_as_the_model_read_it(tmp_path: Path) ->
         assert f"under handle '{part.metadata['overflow_handle']}'" in summary
         original = (await store.read(part.metadata['overflow_handle'])).decode()
         assert original == page(int(part.tool_call_id.removeprefix('call_')))
+
+
+async def test_an_aged_query_answer_says_how_to_get_it_back(tmp_path: Path) -> None:
+    """A query tool's answer is a view of a stored output: aged, it is not written again, and its stub says so."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart('fetch_log', {}, 'log')])
+        if len(returns) < 6:
+            handle = returns[0].metadata['overflow_handle']
+            return ModelResponse(
+                parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': 200 * len(returns)})]
+            )
+        return ModelResponse(parts=[TextPart('done')])
+
+    store = LocalFileStore(tmp_path)
+    capability = OverflowingToolOutput(
+        store=store, workspace=None, aging=Aging(after_turns=2, min_tokens=100, batch_tokens=0)
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+    agent.tool_plain(name='fetch_log')(lambda: '\n'.join(f'log line {i}: all good here' for i in range(5_000)))
+    writes_before = len(await store.list())
+    result = await agent.run('go')
+    answers = [
+        p
+        for m in result.all_messages()
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == 'read_tool_result'
+    ]
+    aged = [p for p in answers if str(p.content).startswith('[Moved out of context')]
+    assert aged and 'overflow_aged_handle' not in aged[0].metadata
+    assert len(await store.list()) == writes_before + 1  # the log's spill, nothing for the answers
+    assert re.sub(r'~[\d,]+ tokens', '~N tokens', str(aged[0].content)) == snapshot(
+        '[Moved out of context: this `read_tool_result` answer (~N tokens). Calling it again with the same arguments gets it back.]'
+    )
+    assert cl100k_counter()(str(aged[0].content)) == snapshot(30)
