@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
+import statistics
 import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -42,6 +44,8 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Summarize,
     overflow_report,
 )
+from pydantic_ai_harness.overflowing_tool_output._aging import aged_stub
+from pydantic_ai_harness.overflowing_tool_output.stores._paths import SHORT_ALPHABET
 
 from .conftest import FailingStore, MemoryStore
 
@@ -330,7 +334,7 @@ async def test_the_stub_a_model_reads_with_real_default_ids(tmp_path: Path) -> N
     assert stub.content.replace(handle, 'HANDLE') == snapshot(
         "[Moved out of context: the output of `fetch_page` (~794 tokens). Saved in full under handle 'HANDLE'; read_tool_result or grep_tool_result gets it back.]"
     )
-    # cl100k tokens without the handle; a 10-character random handle adds 3 to 7.
+    # cl100k tokens without the handle (what a handle adds: the test below).
     assert cl100k_counter()(stub.content.replace(handle, '')) == snapshot(34)
 
 
@@ -574,3 +578,15 @@ async def test_an_aged_query_answer_says_how_to_get_it_back(tmp_path: Path) -> N
         '[Moved out of context: this `read_tool_result` answer (~N tokens). Calling it again with the same arguments gets it back.]'
     )
     assert cl100k_counter()(str(aged[0].content)) == snapshot(30)
+
+
+def test_what_a_short_handle_adds_to_the_stub() -> None:
+    """The docs: a built-in store's 10-character handle adds 8 cl100k tokens in the middle, at most 11."""
+    count = cl100k_counter()
+    rng = random.Random(26)
+    base = count(aged_stub('fetch_page', 794, ''))
+    added = [
+        count(aged_stub('fetch_page', 794, ''.join(rng.choices(SHORT_ALPHABET, k=10)))) - base for _ in range(2_000)
+    ]
+    assert statistics.median(added) == 8
+    assert max(added) <= 11
