@@ -466,8 +466,9 @@ async def test_a_path_query_longer_than_the_store_timeout_still_answers(tmp_path
     from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
-    handle = await store.write('r/c/0', stored(orders(20_000)))
-    # Opening the payload takes about 2 ms, the query over its 2.7 MB most of a second: past a 0.2 s store timeout.
+    handle = await store.write('r/c/0', stored(orders(80_000)))
+    # Opening the payload takes a few ms (up to ~0.1 s in a fresh process), the query over its 11 MB seconds, even on
+    # a quiet machine: past a 0.2 s store timeout either way (over 2.7 MB a quiet machine answered within it).
     read: Any = build_query_toolset(store, limits=QueryLimits(store_timeout=0.2)).tools['read_tool_result'].function
     started = time.monotonic()
     answer = await read(handle=handle, path="$.data[?@.status=='stuck'].id")
