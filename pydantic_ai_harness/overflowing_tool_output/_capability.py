@@ -7,7 +7,7 @@ The actions live in modules of their own names (`_truncate`, `_spill`, `_summari
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
@@ -338,16 +338,18 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         replaced: dict[int, ModelMessage] = {}
         try:
             # The query tools by the names this request offers them under (`PrefixTools` renames them).
-            exempt = query_tool_names(request_context.model_request_parameters.function_tools)
-            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx, exempt))
+            offered = request_context.model_request_parameters.function_tools
+            exempt, selected = query_tool_names(offered), _selector(self.tool_filter, ctx, offered)
+            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx, exempt, selected))
             if self.step_budget is not None:
                 messages = ctx.messages if new is None else [*ctx.messages[:-1], new]
-                new = await fit_step(messages, self.step_budget, self._step_tools(ctx, self.step_budget, exempt)) or new
+                tools = self._step_tools(ctx, self.step_budget, exempt, selected)
+                new = await fit_step(messages, self.step_budget, tools) or new
             if new is not None:
                 replaced[id(ctx.messages[-1])] = new
             if self.aging is not None:  # never the last request: it is not yet `after_turns` old
-                tools = self._aging_tools(ctx, exempt, request_context.model_request_parameters.function_tools)
-                replaced |= await age_request(ctx, request_context.messages, self.aging, tools)
+                aging_tools = self._aging_tools(ctx, exempt, selected)
+                replaced |= await age_request(ctx, request_context.messages, self.aging, aging_tools)
         except OverflowConfigurationError:
             raise
         except OverflowingToolOutputWarning:
@@ -397,12 +399,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return reassemble(envelope, value, content, new_value, new_content)
 
     async def _reduce_failure(
-        self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], call: ToolCallPart, text: str
+        self,
+        ctx: RunContext[AgentDepsT],
+        exempt: frozenset[str],
+        selected: Selected,
+        call: ToolCallPart,
+        text: str,
     ) -> tuple[str, dict[str, Any]] | None:
         """A failure text a tool sent (`ModelRetry`, `ToolFailed`), masked and reduced as a return would be."""
         if call.tool_name in exempt:
             return None  # our own query tools: their guidance is already bounded
-        if not await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=call.tool_name)):
+        if not await selected(call.tool_name):
             return None
         notes: dict[str, Any] = {}
         masked = text
@@ -498,10 +505,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     # --- the step budget -----------------------------------------------------------------------------
 
-    def _step_tools(self, ctx: RunContext[AgentDepsT], budget: StepBudget, exempt: frozenset[str]) -> StepTools:
-        async def selected(tool_name: str) -> bool:
-            return await matches_tool_selector(self.tool_filter, ctx, ToolDefinition(name=tool_name))
-
+    def _step_tools(
+        self, ctx: RunContext[AgentDepsT], budget: StepBudget, exempt: frozenset[str], selected: Selected
+    ) -> StepTools:
         async def reduce(call: ToolCallPart, action: Action, rendered: Rendered, original: Any) -> Reduced | None:
             return await self._reduce_unit(
                 ctx, call, (Band(over=0, action=action),), rendered, original, 'return_value'
@@ -516,24 +522,19 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             unit='tokens' if self.over_tokens else 'characters',
         )
 
-    def _aging_tools(
-        self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], offered: list[ToolDefinition]
-    ) -> AgingTools:
-        definitions = {tool_def.name: tool_def for tool_def in offered}  # a filter may read their metadata
-
-        async def selected(tool_name: str) -> bool:
+    def _aging_tools(self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], selected: Selected) -> AgingTools:
+        async def ages(tool_name: str) -> bool:
             if tool_name in exempt:
                 return True  # the query tools' answers age too: the same call gets them back
             if not self._per_tool_desc.get(tool_name, True):
                 return False  # `per_tool={name: []}`: never reduced
-            tool_def = definitions.get(tool_name) or ToolDefinition(name=tool_name)
-            return await matches_tool_selector(self.tool_filter, ctx, tool_def)
+            return await selected(tool_name)
 
         store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
         return AgingTools(
             lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
             self._aged_counts,
-            selected,
+            ages,
             partial(self._write, ctx),
             lambda handle: Place(**handle_place(store, spill, handle)),
             exempt.__contains__,
@@ -598,6 +599,23 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         this runs in place or in a durable unit: the caller adds it.
         """
         return await summarize_in_place(self._summarize_actions[action_index], ctx, request)
+
+
+Selected = Callable[[str], Awaitable[bool]]
+"""Whether the capability touches the named tool (its `tool_filter`)."""
+
+
+def _selector(tool_filter: ToolSelector[Any], ctx: RunContext[Any], offered: Sequence[ToolDefinition]) -> Selected:
+    """`tool_filter` for the request-time rules, which know a tool by name: matched against the tool's definition
+    in this request (a filter may read its metadata or description), as `after_tool_execute` matches a return.
+    """
+    definitions = {tool_def.name: tool_def for tool_def in offered}
+
+    async def selected(tool_name: str) -> bool:
+        tool_def = definitions.get(tool_name) or ToolDefinition(name=tool_name)  # a tool this request no longer offers
+        return await matches_tool_selector(tool_filter, ctx, tool_def)
+
+    return selected
 
 
 def _query_toolset(store: OverflowStore, spill: WorkspaceSpill) -> AbstractToolset[Any]:

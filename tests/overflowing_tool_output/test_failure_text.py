@@ -11,10 +11,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.handoffs import HandoffInputData, nest_handoff_history
 from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
     LocalFileStore,
     OverflowingToolOutput,
     SecretRedaction,
+    Spill,
     StepBudget,
+    Truncate,
     overflow_report,
 )
 
@@ -134,3 +137,35 @@ def test_keeping_originals_in_the_query_tools_store_is_refused(tmp_path: Path) -
     with pytest.raises(ValueError, match='keep_original_in'):  # the default store, both ways
         OverflowingToolOutput(redact_secrets=SecretRedaction(keep_original_in=LocalFileStore()))
     OverflowingToolOutput(store=store, redact_secrets=SecretRedaction(keep_original_in=LocalFileStore(tmp_path / 'o')))
+
+
+async def test_a_tool_filter_by_metadata_reaches_failure_texts_and_the_step_budget(tmp_path: Path) -> None:
+    """`tool_filter={'reduce': True}` selects by the tool's metadata: the request-time rules (failure texts, the step
+    budget) match it against the tool's real definition, as a return's reduction does, not a bare name."""
+    body = 'deploy failed\n' + 'trace line\n' * 100_000  # 1.1 MB
+    model, seen = scripted(
+        [ToolCallPart('deploy', {}, tool_call_id='call_1')],
+        [ToolCallPart('page', {'n': n}, tool_call_id=f'page_{n}') for n in range(3)],
+    )
+    capability = OverflowingToolOutput(
+        bands=[Band(over=500_000, action=Spill())],
+        store=LocalFileStore(base_dir=tmp_path),
+        tool_filter={'reduce': True},
+        step_budget=StepBudget(20_000, action=Truncate(max_chars=2_000)),
+    )
+    agent = Agent(model, capabilities=[capability])
+
+    @agent.tool_plain(retries=3, metadata={'reduce': True})
+    def deploy() -> str:
+        raise ModelRetry(body)
+
+    @agent.tool_plain(metadata={'reduce': True})
+    def page(n: int) -> str:
+        return f'page {n}\n' + 'row\n' * 4_000  # 16 KB each: 48 KB for the step, over its 20,000 budget
+
+    await agent.run('go')
+    [failure] = tool_texts(seen[1])
+    assert len(failure.model_response_str()) < 5_000  # the failure text was spilled
+    pages = [part for part in tool_texts(seen[2]) if part.tool_name == 'page']
+    assert len(pages) == 3
+    assert sum(len(part.model_response_str()) for part in pages) <= 20_000  # the step was held to its budget
