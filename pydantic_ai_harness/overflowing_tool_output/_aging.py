@@ -335,8 +335,9 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     the context for good (marked `overflow_aged_failed`, which the model is not sent), so a store that is down
     costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
-    due = [item for item in await due_returns(messages, aging, tools) if _saving(item, tools) > 0]
-    if not due or sum(_saving(item, tools) for item in due) < aging.batch_threshold(tools.window):
+    savings = [(item, _saving(item, tools)) for item in await due_returns(messages, aging, tools)]
+    due = [item for item, saving in savings if saving > 0]
+    if not due or sum(saving for _, saving in savings if saving > 0) < aging.batch_threshold(tools.window):
         return None
     new_parts: dict[int, list[Any]] = {}
     handles: list[str] = []

@@ -290,6 +290,11 @@ async def report(ctx: RunContext[Any], tool_name: str, event: OverflowReduced) -
     """Tell the application: a typed event on the run's stream, a log record, attributes on the tool's span."""
     log_reduction(tool_name, event)
     record_on_span(event)
+    await _emit(ctx, event)
+
+
+async def _emit(ctx: RunContext[Any], event: CapabilityEvent) -> None:
+    """`event` on the run's event stream, when there is one."""
     try:
         await ctx.emit(event)
     except UserError:
@@ -351,10 +356,7 @@ async def report_run(ctx: RunContext[Any]) -> None:
         aged=aged.aged,
         prefix_breaks=aged.batches,
     )
-    try:
-        await ctx.emit(event)
-    except UserError:
-        pass  # no event stream to report to
+    await _emit(ctx, event)
 
 
 async def report_aged(ctx: RunContext[Any], event: OverflowAged) -> None:
@@ -368,7 +370,4 @@ async def report_aged(ctx: RunContext[Any], event: OverflowAged) -> None:
         ctx.run_id,
         extra={'overflow_aged': event.aged, 'overflow_aged_handles': event.handles},
     )
-    try:
-        await ctx.emit(event)
-    except UserError:
-        pass  # a hook called outside an agent run has no event stream
+    await _emit(ctx, event)
