@@ -69,6 +69,17 @@ def stub_handle(part: ToolReturnPart) -> str | None:
     return match.group(3) if match else None
 
 
+def aged_pages(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    """The `fetch_page` returns of `messages` that aging replaced (its metadata says so; the text is checked apart)."""
+    return [
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == 'fetch_page' and 'overflow_aged_step' in (p.metadata or {})
+    ]
+
+
 def flat(messages: list[ModelMessage]) -> list[tuple[str, str]]:
     """What a request carries, part by part, as text: what a provider's prompt cache compares."""
     out: list[tuple[str, str]] = []
@@ -321,13 +332,7 @@ async def test_the_stub_a_model_reads_with_real_default_ids(tmp_path: Path) -> N
     """Default run ids (uuid7), the default store's short handles: the stub as the model reads it, and its cost."""
     pager = Pager(pages=6)
     result = await paging_agent(pager, aging_capability(LocalFileStore(tmp_path))).run('go')
-    stub = next(
-        p
-        for m in result.all_messages()
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and stub_handle(p)
-    )
+    stub = aged_pages(result.all_messages())[0]
     assert isinstance(stub.content, str)
     handle = stub_handle(stub)
     assert handle is not None and len(handle) == 10
@@ -420,13 +425,7 @@ async def test_two_hundred_turns(tmp_path: Path) -> None:
     assert max(sizes) < 3 * len(page(0)) + 4 * 8_000 + 200 * 200
     assert prefix_breaks(pager.requests) <= len(pager.requests) // 10
     messages = result.all_messages()
-    stubs = [
-        p
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and stub_handle(p)
-    ]
+    stubs = aged_pages(messages)
     assert len(stubs) >= 190
     for part in stubs:
         handle = stub_handle(part)
@@ -437,12 +436,7 @@ async def test_two_hundred_turns(tmp_path: Path) -> None:
 async def test_the_stub_says_how_long_an_expiring_store_keeps_it(tmp_path: Path) -> None:
     store = LocalFileStore(tmp_path, cleanup_after=timedelta(days=7))
     result = await paging_agent(Pager(pages=8), aging_capability(store)).run('go')
-    stubs = [
-        p
-        for m in result.all_messages()
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and 'Moved out' in str(p.content)
-    ]
+    stubs = aged_pages(result.all_messages())
     assert stubs
     for part in stubs:
         handle = part.metadata['overflow_aged_handle']
@@ -460,12 +454,7 @@ async def test_a_stub_in_the_workspace_says_its_handle_is_a_file_path(tmp_path: 
     )
     agent = paging_agent(Pager(pages=8), capability)
     result = await agent.run('go', capabilities=[LocalWorkspace(workspace)])
-    stubs = [
-        p
-        for m in result.all_messages()
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and 'Moved out' in str(p.content)
-    ]
+    stubs = aged_pages(result.all_messages())
     assert stubs
     for part in stubs:
         path = part.metadata['overflow_aged_handle']
@@ -525,13 +514,7 @@ async def test_an_aged_summary_is_stored_as_the_model_read_it(tmp_path: Path) ->
         aging=Aging(after_turns=2, min_tokens=100, batch_tokens=500),
     )
     result = await paging_agent(Pager(pages=8), capability).run('go')
-    aged = [
-        p
-        for m in result.all_messages()
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and 'Moved out of context' in str(p.content)
-    ]
+    aged = aged_pages(result.all_messages())
     assert aged
     for part in aged:
         handle = part.metadata['overflow_aged_handle']
