@@ -153,7 +153,7 @@ CARRIED_HANDLES = 'overflow_handles'
 (`OverflowTemporalRunContext` adds it)."""
 
 CARRIED_LIMIT = 1_000
-"""Most handles carried into a durable unit (the newest): each costs about 80 bytes of the unit's payload."""
+"""Most handles carried into a durable unit (the newest): each costs about 100 bytes of the unit's payload."""
 
 
 def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -12,9 +13,15 @@ pytest.importorskip(
     'temporalio', reason='temporalio is not installed: pip install "pydantic-ai-harness-context[durable]"'
 )
 
+from pydantic_ai import RunContext
 from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
+
+from pydantic_ai_harness.overflowing_tool_output.temporal import OverflowTemporalRunContext
 
 from ._temporal_aging import FACT
 from ._temporal_aging_workflow import AgingWorkflow, PlainContextAgingWorkflow
@@ -67,3 +74,28 @@ async def test_without_the_handles_the_search_tells_the_model_to_pass_one(
     assert "cannot see this conversation's stored results here. Pass the handle" in output
     assert 'run_context_type=OverflowTemporalRunContext' in caplog.text
     assert replayed
+
+
+def test_the_carried_handles_are_the_newest_thousand_at_about_100_bytes_each() -> None:
+    """What `OverflowTemporalRunContext` adds to each activity's payload is bounded, as the docs say."""
+    run_id = str(uuid.uuid4())
+    messages = [
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    'fetch_page',
+                    'preview',
+                    f'call_{n:024d}',
+                    metadata={'overflow_handle': f'h{n:09d}', 'overflow_key': f'{run_id}/call_{n:024d}/0'},
+                )
+            ]
+        )
+        for n in range(1_500)
+    ]
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage(), messages=list[ModelMessage](messages))
+    carried = OverflowTemporalRunContext.serialize_run_context(ctx)['overflow_handles']
+    assert len(carried) == 1_000
+    assert [item[0] for item in carried[:2]] == ['h000001499', 'h000001498']  # newest first
+    assert len(json.dumps(carried)) <= 110 * len(carried)
+    restored = OverflowTemporalRunContext.deserialize_run_context({'run_id': 'r', 'overflow_handles': carried}, None)
+    assert vars(restored)['overflow_handles'] == carried
