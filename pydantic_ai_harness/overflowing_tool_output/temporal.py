@@ -22,7 +22,8 @@ class OverflowTemporalRunContext(TemporalRunContext[Any]):
     """`TemporalRunContext` that also carries the handles of the conversation's stored results (the newest 1,000).
 
     Pass it as `TemporalDurability(run_context_type=OverflowTemporalRunContext)`; without it, a search without a
-    handle tells the model to pass one. About 100 bytes per handle (a real run id and call id in its key) go into each activity's payload.
+    handle tells the model to pass one. About 100 bytes per handle (a real run id and call id in its key) go into
+    each activity's payload.
     """
 
     @classmethod
