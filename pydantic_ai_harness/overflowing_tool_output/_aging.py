@@ -59,8 +59,8 @@ class Aging:
     A return is due once `after_turns` model responses have followed it and it is at least `min_tokens` large.
     Due returns are aged together, and only when together they save at least `batch_tokens` (or `batch_share` of a
     known context window): each batch changes the requests from its first stub on, so a provider's prompt cache is
-    rebuilt from there once per batch, not on every request. A return the capability already stored (a spill) is not written again: its stub names the
-    handle it has. [`OverflowReport.prefix_breaks`][pydantic_ai_harness.overflowing_tool_output.OverflowReport]
+    rebuilt from there once per batch, not on every request. A spilled return is not written again: its stub names
+    the spill's handle. [`OverflowReport.prefix_breaks`][pydantic_ai_harness.overflowing_tool_output.OverflowReport]
     and the run's `OverflowAged` events count the batches.
 
     ```python
@@ -250,7 +250,10 @@ def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = No
     if place.path is None:
         return f'{saved}; read_tool_result or grep_tool_result gets it back.]'
     if place.query_tools:
-        return f"{saved}; read_tool_result or grep_tool_result gets it back, or your own file tools (it is the file's path).]"
+        return (
+            f'{saved}; read_tool_result or grep_tool_result gets it back, '
+            "or your own file tools (it is the file's path).]"
+        )
     return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
@@ -270,7 +273,7 @@ def _failed(part: ToolReturnPart) -> bool:
 
 
 def query_stub(tool_name: str, tokens: int) -> str:
-    """The text in place of an aged answer of a query tool: the stored output it read stays, so the call gets it back."""
+    """The text in place of an aged answer of a query tool: what it read stays stored, so the call gets it back."""
     return (
         f'[Moved out of context: this `{tool_name}` answer (~{tokens:,} tokens). '
         'Calling it again with the same arguments gets it back.]'
@@ -397,7 +400,8 @@ async def age_request(
         return {}
     if batch.failure:
         warn(
-            f'Aging could not store an old tool return; it and the rest of its batch stay in the context: {batch.failure}'
+            'Aging could not store an old tool return; it and the rest of its batch stay in the context: '
+            f'{batch.failure}'
         )
     if batch.aged:
         aged_messages = [batch.replacements.get(id(message), message) for message in messages]

@@ -234,8 +234,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         a fleet store: `{'RedisStore': {'url': ...}}`, `{'ObjectStore': {'url': 's3://bucket', 'config': ...}}`.
         `workspace` is `true` (the default), `false`, or `WorkspaceSpill`'s fields; `redact_secrets` is `true`
         or `SecretRedaction`'s fields (`keep_original_in` a store spec); `step_budget` a size or
-        `{'max_size': ..., 'action': ...}`; `aging` `true` or `Aging`'s fields. A bad value raises `ValueError` naming the field, e.g.
-        `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
+        `{'max_size': ..., 'action': ...}`; `aging` `true` or `Aging`'s fields. A bad value raises `ValueError`
+        naming the field, e.g. `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
         """
         return cls(
             bands=parse_bands(bands, 'bands') if bands is not None else default_bands(),
