@@ -404,9 +404,16 @@ class RedisStore:
                 shorts = list(short_handles(candidate))
                 keys = [self._keys.payload(candidate), self._keys.index(candidate), *map(self._keys.alias, shorts)]
                 args = [payload, index_value, '' if expiry is None else str(expiry), candidate]
-                outcome, alias = await script(keys=keys, args=args, client=client)
-                if int(outcome) >= 0:
-                    return shorts[int(alias) - 1] if int(alias) > 0 else candidate
+                # redis-py leaves the script's reply untyped (8.x infers `Awaitable[Any]`): check its shape.
+                reply: object = await script(keys=keys, args=args, client=client)
+                match reply:
+                    case [int() as outcome, int() as alias]:
+                        if outcome >= 0:
+                            return shorts[alias - 1] if alias > 0 else candidate
+                    case _:
+                        raise StoreBackendError(
+                            f'RedisStore: the create script answered {reply!r:.80}, not two integers'
+                        )
         raise ValueError(
             f'RedisStore: {MAX_CANDIDATES:,} different payloads are already stored under this key; '
             'not stored (delete old payloads or set cleanup_after)'
