@@ -163,9 +163,10 @@ class Dir:
             os.rmdir(self._child_path(name))
 
     def entries(self) -> Iterator[os.DirEntry[str]]:
-        # `os.scandir(fd)` consumes a duplicate of the descriptor, so ours stays usable.
+        # `os.scandir(fd)` reads through a duplicate of its own, closed and rewound with the iterator, so ours stays
+        # usable and open (a duplicate passed in would never be closed: one descriptor leaked per walk).
         if self.fd is not None:
-            with os.scandir(os.dup(self.fd)) as scan:
+            with os.scandir(self.fd) as scan:
                 yield from scan
         else:
             with os.scandir(self.path) as scan:
