@@ -89,9 +89,14 @@ class Dir:
         self.path = path
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # A directory dropped on an error path (or by a worker thread whose caller gave up) still gives its
+        # descriptor back: a long-lived process must not run out of them.
+        self.close()
 
     def _child_path(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -320,6 +325,10 @@ class PayloadFile:
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)
+
+    def __del__(self) -> None:
+        # Opened in a worker thread whose caller was cancelled (a query's deadline), nobody else would close it.
+        self.close()
 
 
 def temp_name() -> str:
