@@ -7,13 +7,12 @@ from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pydantic_ai.exceptions import UserError
-
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.tools import RunContext
 
 from .._typing import is_instance, is_int
+from ._context_window import model_context
 from ._render import estimate_tokens, has_ansi_codes
 
 __all__ = (
@@ -341,14 +340,6 @@ def context_of(ctx: RunContext[Any], bands: tuple[Band, ...]) -> tuple[int | Non
     if not uses_context(bands):
         return None, None
     return model_context(ctx)
-
-
-def model_context(ctx: RunContext[Any]) -> tuple[int | None, float | None]:
-    """The model's context window in tokens and its filled fraction, each `None` when unknown."""
-    try:
-        return ctx.model.context_window, ctx.context_window_used
-    except UserError:  # a durable run context can leave the live model out at an activity boundary
-        return None, None
 
 
 def context_threshold(band: Band, window: int | None, used: float | None) -> int | None:

@@ -7,7 +7,7 @@ The actions live in modules of their own names (`_truncate`, `_spill`, `_summari
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
@@ -31,12 +31,12 @@ from ._bands import (
     action_chain,
     context_of,
     default_bands,
-    model_context,
     pick_band,
     plainly_below,
     sorted_bands,
 )
 from ._checks import check_store, check_tool_filter, store_root_problem, unknown_tool_names, uses_store
+from ._context_window import model_context
 from ._events import (
     VALUE_PREFIX,
     OverflowingToolOutputWarning,
@@ -45,11 +45,11 @@ from ._events import (
     report_run,
     warn,
 )
-from ._failure_text import reduce_failures
 from ._important_lines import load_literal_finder
 from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, measure, render_content, render_value
+from ._request_rules import FailureBands, FailureRedaction, HeldRequest, RequestRule, Rule, Selected, hold_request
 from ._secrets import SecretRedaction
 from ._spec import (
     BandSpec,
@@ -90,7 +90,7 @@ from ._unit import (
     reduction_notes,
     unit_key,
 )
-from ._withhold import WITHHELD_KEY, SecretWithholding, build_withholding
+from ._withhold import SecretWithholding, build_withholding, withhold_closed
 from .stores import LocalFileStore, OverflowStore
 from .stores._local import DEFAULT_RETENTION
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
@@ -182,6 +182,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
     _aged_counts: TokenCounts = field(default_factory=TokenCounts, init=False, repr=False, compare=False)
+    _rules: tuple[RequestRule, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -207,6 +208,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.aging is not None and not is_instance(self.aging, Aging):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
+        self._rules = self._request_rules()
         load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
     @classmethod
@@ -302,8 +304,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
         if is_query_tool(tool_def):
             return result  # our own query tools (under any name): their output is already bounded
-        if self._withholding is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
-            result = await self._withholding(ctx, call, result)
+        if self._withholding is not None:
+            selected = partial(matches_tool_selector, self.tool_filter, ctx, tool_def)
+            result = await withhold_closed(self._withholding, ctx, call, selected, result)
         if type(result) is str and plainly_below(
             result, self.bands_for(tool_def.name), self.over_tokens, self.tokenizer, self.strip_ansi
         ):
@@ -333,35 +336,19 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     ) -> ModelRequestContext:
         """Hold the request about to be sent to the rules of a return: its failure texts (`ModelRetry`,
         `ToolFailed`) masked and reduced, the tool returns of the step held to `step_budget`, largest first, and
-        old returns aged (`aging`).
+        old returns aged (`aging`). Each rule runs apart (`_request_rules`): one failing leaves the others' work.
         """
-        replaced: dict[int, ModelMessage] = {}
-        try:
-            # The query tools by the names this request offers them under (`PrefixTools` renames them).
-            offered = request_context.model_request_parameters.function_tools
-            exempt, selected = query_tool_names(offered), _selector(self.tool_filter, ctx, offered)
-            new = await reduce_failures(ctx.messages, partial(self._reduce_failure, ctx, exempt, selected))
-            if self.step_budget is not None:
-                messages = ctx.messages if new is None else [*ctx.messages[:-1], new]
-                tools = self._step_tools(ctx, self.step_budget, exempt, selected)
-                new = await fit_step(messages, self.step_budget, tools) or new
-            if new is not None:
-                replaced[id(ctx.messages[-1])] = new
-            if self.aging is not None:  # never the last request: it is not yet `after_turns` old
-                aging_tools = self._aging_tools(ctx, exempt, selected)
-                replaced |= await age_request(ctx, request_context.messages, self.aging, aging_tools)
-        except OverflowConfigurationError:
-            raise
-        except OverflowingToolOutputWarning:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the run must never die here
-            warn(f'OverflowingToolOutput could not hold the request to its bands and left it as it was: {exc!r}')
-            return request_context
-        if not replaced:
+        # The query tools by the names this request offers them under (`PrefixTools` renames them).
+        offered = request_context.model_request_parameters.function_tools
+        request = HeldRequest(
+            ctx, list(request_context.messages), query_tool_names(offered), _selector(self.tool_filter, ctx, offered)
+        )
+        await hold_request(self._rules, request)
+        if not request.replaced:
             return request_context
         # Persist the new messages in the run's history, so later requests carry them too, and send them now.
-        ctx.messages[:] = [replaced.get(id(message), message) for message in ctx.messages]
-        return replace(request_context, messages=[replaced.get(id(m), m) for m in request_context.messages])
+        ctx.messages[:] = request.resolve(ctx.messages)
+        return replace(request_context, messages=request.messages)
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
         """The bands that apply to `tool_name`, largest threshold first."""
@@ -399,30 +386,20 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return reassemble(envelope, value, content, new_value, new_content)
 
     async def _reduce_failure(
-        self,
-        ctx: RunContext[AgentDepsT],
-        exempt: frozenset[str],
-        selected: Selected,
-        call: ToolCallPart,
-        text: str,
+        self, request: HeldRequest, call: ToolCallPart, text: str
     ) -> tuple[str, dict[str, Any]] | None:
-        """A failure text a tool sent (`ModelRetry`, `ToolFailed`), masked and reduced as a return would be."""
-        if call.tool_name in exempt:
-            return None  # our own query tools: their guidance is already bounded
-        if not await selected(call.tool_name):
-            return None
-        notes: dict[str, Any] = {}
-        masked = text
-        if self._withholding is not None:
-            masked, withheld = await off_loop(ctx, partial(self._withholding.mask_text, text), large=large_text(text))
-            if withheld:
-                notes[WITHHELD_KEY] = withheld
+        """A failure text a tool sent (`ModelRetry`, `ToolFailed`), already masked, reduced as a return would be."""
         reduced = await self._reduce_unit(
-            ctx, call, self.bands_for(call.tool_name), Rendered('text', masked), masked, 'return_value'
+            request.ctx, call, self.bands_for(call.tool_name), Rendered('text', text), text, 'return_value'
         )
         if reduced is not None and isinstance(reduced.value, str):
-            return reduced.value, {**notes, **reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))}
-        return (masked, notes) if notes else None
+            return reduced.value, reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))
+        return None
+
+    async def _mask_text(self, ctx: RunContext[AgentDepsT], text: str) -> tuple[str, dict[str, int]]:
+        withholding = self._withholding
+        assert withholding is not None  # only `FailureRedaction`, built with it, calls this
+        return await off_loop(ctx, partial(withholding.mask_text, text), large=large_text(text))
 
     async def _reduce_unit(
         self,
@@ -505,24 +482,40 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     # --- the step budget -----------------------------------------------------------------------------
 
-    def _step_tools(
-        self, ctx: RunContext[AgentDepsT], budget: StepBudget, exempt: frozenset[str], selected: Selected
-    ) -> StepTools:
+    def _request_rules(self) -> tuple[RequestRule, ...]:
+        """The rules a request is held to, in order: redaction first, so no later rule sees a secret."""
+        rules: list[RequestRule] = []
+        if self._withholding is not None:
+            rules.append(FailureRedaction(self._withholding, self._mask_text))
+        rules.append(FailureBands(self._reduce_failure))
+        if self.step_budget is not None:
+            rules.append(Rule(partial(self._fit_step, self.step_budget), 'the step budget'))
+        if self.aging is not None:
+            rules.append(Rule(partial(self._age, self.aging), 'aging'))
+        return tuple(rules)
+
+    async def _fit_step(self, budget: StepBudget, request: HeldRequest) -> Mapping[int, ModelMessage]:
+        ctx = request.ctx
+
         async def reduce(call: ToolCallPart, action: Action, rendered: Rendered, original: Any) -> Reduced | None:
             return await self._reduce_unit(
                 ctx, call, (Band(over=0, action=action),), rendered, original, 'return_value'
             )
 
-        return StepTools(
+        tools = StepTools(
             measure=self._measure,
             action_for=partial(step_action, budget, self._per_tool_desc, self.bands_for),
-            selected=selected,
+            selected=request.selected,
             reduce=reduce,
-            exempt=exempt.__contains__,
+            exempt=request.exempt.__contains__,
             unit='tokens' if self.over_tokens else 'characters',
         )
+        new = await fit_step(request.messages, budget, tools)
+        return {} if new is None else {id(request.messages[-1]): new}
 
-    def _aging_tools(self, ctx: RunContext[AgentDepsT], exempt: frozenset[str], selected: Selected) -> AgingTools:
+    async def _age(self, aging: Aging, request: HeldRequest) -> Mapping[int, ModelMessage]:
+        ctx, exempt, selected = request.ctx, request.exempt, request.selected
+
         async def ages(tool_name: str) -> bool:
             if tool_name in exempt:
                 return True  # the query tools' answers age too: the same call gets them back
@@ -531,7 +524,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return await selected(tool_name)
 
         store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
-        return AgingTools(
+        tools = AgingTools(
             lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
             self._aged_counts,
             ages,
@@ -542,6 +535,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             ctx.run_id,
             ctx.run_step,
         )
+        # Never the last request: it is not yet `after_turns` old.
+        return await age_request(ctx, request.messages, aging, tools)
 
     def _measure(self, rendered: Rendered) -> int:
         return measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)[0]
@@ -599,10 +594,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         this runs in place or in a durable unit: the caller adds it.
         """
         return await summarize_in_place(self._summarize_actions[action_index], ctx, request)
-
-
-Selected = Callable[[str], Awaitable[bool]]
-"""Whether the capability touches the named tool (its `tool_filter`)."""
 
 
 def _selector(tool_filter: ToolSelector[Any], ctx: RunContext[Any], offered: Sequence[ToolDefinition]) -> Selected:

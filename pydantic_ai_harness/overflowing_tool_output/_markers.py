@@ -11,6 +11,7 @@ __all__ = (
     'cut_here_marker',
     'format_bytes',
     'kept_for',
+    'redaction_failed_marker',
     'spill_header',
     'spill_how_to_read',
     'summary_marker',
@@ -179,3 +180,8 @@ def summary_marker(
         f'{lead} `{tool_name}` returned ({chars} characters, {lines} lines; '
         f'too many to keep). It may miss details. {where}{uncovered}]\n'
     )
+
+
+def redaction_failed_marker(what: str, tool_name: str, error: str) -> str:
+    """In place of a text (`what`: output, failure text) that secret redaction raised on: it is not shown."""
+    return f'[The {what} of `{tool_name}` is withheld: checking it for secrets failed ({error}).]'

@@ -6,7 +6,7 @@ import json
 import re
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -18,19 +18,31 @@ from pydantic_ai.tools import RunContext
 
 from .._gil import hand_over
 from .._typing import is_bytes_like, is_dict, is_instance, is_list
-from ._events import OverflowingToolOutputWarning
+from ._events import OverflowingToolOutputWarning, warn
+from ._markers import redaction_failed_marker
 from ._offload import off_loop
 from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 from ._unit import is_tool_return, with_notes
 from .stores import LocalFileStore
 
-__all__ = ('ORIGINAL_HANDLE_KEY', 'WITHHELD_KEY', 'SecretWithholding', 'build_withholding', 'withhold_secrets')
+__all__ = (
+    'ORIGINAL_HANDLE_KEY',
+    'UNCHECKED',
+    'WITHHELD_KEY',
+    'SecretWithholding',
+    'build_withholding',
+    'withhold_closed',
+    'withhold_secrets',
+)
 
 WITHHELD_KEY = 'secrets_withheld'
 """Metadata key: how many secrets of each kind were withheld from the return."""
 
 ORIGINAL_HANDLE_KEY = 'secrets_original_handle'
+
+UNCHECKED = 'unchecked'
+"""The kind counted under `WITHHELD_KEY` for a whole text withheld because masking raised on it."""
 """Metadata key: where `SecretRedaction.keep_original_in` stored the original."""
 
 _STORE_TIMEOUT = 10.0
@@ -125,6 +137,30 @@ async def withhold_secrets(
         metadata=with_notes(envelope.metadata if envelope is not None else None, notes),
         tools=envelope.tools if envelope is not None else None,
     )
+
+
+async def withhold_closed(
+    withholding: SecretWithholding,
+    ctx: RunContext[Any],
+    call: ToolCallPart,
+    selected: Callable[[], Awaitable[bool]],
+    result: Any,
+) -> Any:
+    """`result` with its secrets masked when `selected()`, failing closed: a filter that raises counts as selected,
+    and a result that masking raises on is replaced by a notice that it is withheld (and why, for the operator).
+    """
+    try:
+        chosen = await selected()
+    except Exception:  # noqa: BLE001 - the user's filter raising must not unmask a secret
+        chosen = True
+    if not chosen:
+        return result
+    try:
+        return await withholding(ctx, call, result)
+    except Exception as exc:  # noqa: BLE001 - fail closed: what could not be checked is not shown
+        warn(f'Secret redaction raised on the output of `{call.tool_name}`, so it was withheld from the model: {exc!r}')
+        marker = redaction_failed_marker('output', call.tool_name, type(exc).__name__)
+        return ToolReturn[Any](return_value=marker, metadata={WITHHELD_KEY: {UNCHECKED: 1}})
 
 
 def _masked(redactor: Redactor, value: Any, content: Any) -> tuple[Any, Any, dict[str, int]] | None:
