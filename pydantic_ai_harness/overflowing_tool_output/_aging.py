@@ -45,9 +45,6 @@ __all__ = (
     'query_stub',
 )
 
-_WRITE_TIMEOUT = 30.0
-"""Seconds one stub's store write may take before the return is left in the context."""
-
 _HANDLE_FOR_ESTIMATE = 'k3x9m2p7qd'
 """A handle as long as the built-in stores' short ones, to count a stub before its handle is known."""
 
@@ -83,6 +80,10 @@ class Aging:
     """With a known context window, a batch also goes once it saves this share of the window, so a small window
     never waits for `batch_tokens` (an 8k-token model ages every 800 tokens). `None`: `batch_tokens` alone."""
 
+    timeout: float | None = None
+    """Seconds each store call of aging (a write, or the check that a spill's payload is still there) may take before
+    the return stays where it is. `None`: the capability's `Spill` timeout (the shortest, when bands differ), else 30."""
+
     def __post_init__(self) -> None:
         for name, minimum in (('after_turns', 1), ('min_tokens', 1), ('batch_tokens', 0)):
             value: object = getattr(self, name)
@@ -91,6 +92,9 @@ class Aging:
         share = self.batch_share
         if share is not None and not (type(share) in (int, float) and 0 < share <= 1):  # bool and NaN refused too
             raise ValueError(f'aging.batch_share must be a number in (0, 1] or None, got {share!r}')
+        timeout = self.timeout
+        if timeout is not None and not (type(timeout) in (int, float) and 0 < timeout < float('inf')):
+            raise ValueError(f'aging.timeout must be a positive number of seconds or None, got {timeout!r}')
 
     def batch_threshold(self, window: int | None) -> int:
         """The tokens a batch must save, under a context window of `window` tokens (`None`: unknown)."""
@@ -115,26 +119,32 @@ class Place:
 
 class TokenCounts:
     """Token counts of old returns by identity, so a return that stays in the context is counted once, not on every
-    request (a tokenizer over a large return is the costliest step of aging). Holds no return alive.
+    request (a tokenizer over a large return is the costliest step of aging). An entry lives exactly as long as its
+    return: it holds no return alive and goes when the return is collected, so a conversation of any length is
+    counted once and the table never outgrows the returns in memory.
     """
-
-    _LIMIT = 10_000
 
     def __init__(self) -> None:
         self._counts: dict[int, tuple[weakref.ref[ToolReturnPart], int]] = {}
 
-    def get(self, part: ToolReturnPart, count: Callable[[ToolReturnPart], int]) -> int:
-        """`part`'s count, computed by `count` the first time."""
-        known = self._counts.get(id(part))
-        if known is not None and known[0]() is part:
-            return known[1]
-        tokens = count(part)
-        if len(self._counts) >= self._LIMIT:
-            self._counts = {key: entry for key, entry in self._counts.items() if entry[0]() is not None}
-            if len(self._counts) >= self._LIMIT:
-                self._counts.clear()
-        self._counts[id(part)] = (weakref.ref(part), tokens)
-        return tokens
+    def known(self, part: ToolReturnPart) -> int | None:
+        """`part`'s count, if it was counted."""
+        entry = self._counts.get(id(part))
+        return entry[1] if entry is not None and entry[0]() is part else None
+
+    def add(self, part: ToolReturnPart, tokens: int) -> None:
+        """Remember `part`'s count until `part` is collected."""
+        key, counts = id(part), self._counts
+
+        def forget(ref: weakref.ref[ToolReturnPart]) -> None:
+            entry = counts.get(key)
+            if entry is not None and entry[0] is ref:
+                del counts[key]
+
+        counts[key] = (weakref.ref(part, forget), tokens)
+
+    def __len__(self) -> int:
+        return len(self._counts)
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,8 @@ class DueReturn:
     """Tokens of what the model is sent for it."""
 
     handle: str | None
-    """The handle it is already stored under (a spill, a summary's kept original); `None` if it must be written."""
+    """The handle its metadata says it is stored under (a spill); `None` if it must be written. Checked against the
+    store before a stub names it (`AgingTools.stored_size`)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,9 @@ class AgingTools:
 
     count: Callable[[str], int]
     """Tokens of a text (the capability's tokenizer, or about four characters per token)."""
+
+    count_many: Callable[[list[str]], Awaitable[list[int]]]
+    """Tokens of several texts, counted in a worker thread when together they are large."""
 
     counts: TokenCounts
     """The capability's token counts of old returns, so one is not counted again on every request."""
@@ -175,6 +189,13 @@ class AgingTools:
 
     place: Callable[[str], Place]
     """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
+
+    stored_size: Callable[[str], Awaitable[int | None]]
+    """The bytes the store the query tools read holds under a handle; `None` when it holds nothing there, fails or
+    does not answer within `timeout` (a durable operation under a durable engine)."""
+
+    timeout: float
+    """Seconds each store call may take (`Aging.timeout`, else the capability's `Spill` timeout)."""
 
     is_query: Callable[[str], bool]
     """Whether the named tool is one of the query tools: their answers age without a write (the call gets them back)."""
@@ -218,9 +239,8 @@ def is_aged(part: ToolReturnPart) -> bool:
 
 
 def _stored_handle(part: ToolReturnPart) -> str | None:
-    """The handle a spilled return is stored under: the preview the model saw is a view of it, so nothing is lost.
-
-    A summary that kept its original is written anew: the model read the summary, which the original does not hold.
+    """The handle a spilled return's metadata names: its preview is a view of that payload, so nothing is lost, once
+    `_verified_size` has checked it. A summary that kept its original is written anew: the model read the summary.
     """
     if not is_mapping(part.metadata) or part.metadata.get(f'{VALUE_PREFIX}_action') != 'spill':
         return None
@@ -228,16 +248,30 @@ def _stored_handle(part: ToolReturnPart) -> str | None:
     return handle if isinstance(handle, str) and handle else None
 
 
-def _held_tokens(item: DueReturn) -> int:
-    """About how many tokens the stub's handle holds: a spill's handle holds the whole output, not the preview."""
-    size = _size_before(item.part) if item.handle is not None else 0
-    return max(item.tokens, size // 4)
+def _own_spill(item: DueReturn, run_id: str | None) -> bool:
+    """Whether the spill metadata of `item` describes this very return: its key names this call (and the run of its
+    message, when that has one). Metadata is the application's and a tool's to set: an `overflow_handle` copied from
+    another history, or set by a tool, names a payload this return is not.
+    """
+    metadata = item.part.metadata
+    key = metadata.get(f'{VALUE_PREFIX}_key') if is_mapping(metadata) else None
+    if not isinstance(key, str):
+        return False
+    run, _, rest = key.partition('/')
+    call = rest.partition('/')[0]
+    owner = item.message.run_id or run_id
+    return call == item.part.tool_call_id and (owner is None or run == owner)
 
 
-def _size_before(part: ToolReturnPart) -> int:
-    """The characters of the return before the capability reduced it (`overflow_size_before`), or 0."""
-    size = part.metadata.get(f'{VALUE_PREFIX}_size_before') if is_mapping(part.metadata) else None
-    return size if is_int(size) else 0
+async def _verified_size(item: DueReturn, tools: AgingTools) -> int | None:
+    """The bytes stored under `item.handle` when it is this return's spill and still held where the query tools read
+    (not expired, not another worker's store); `None` otherwise: the text the model saw is then written anew.
+    """
+    if item.handle is None or not _own_spill(item, tools.run_id):
+        return None
+    size = await tools.stored_size(item.handle)
+    recorded = item.part.metadata.get(f'{VALUE_PREFIX}_bytes') if is_mapping(item.part.metadata) else None
+    return size if is_int(size) and (not is_int(recorded) or recorded == size) else None
 
 
 def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = None) -> str:
@@ -280,13 +314,17 @@ def query_stub(tool_name: str, tokens: int) -> str:
     )
 
 
-def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None) -> str:
-    """The stub for `item`; without `handle`, the one counted before its write (a query answer needs none)."""
+def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None, stored_bytes: int = 0) -> str:
+    """The stub for `item`; without `handle`, the one counted before its write (a query answer needs none).
+
+    A reused spill's stub states what its handle holds (about a token per four of its `stored_bytes`), not the preview.
+    """
     if tools.is_query(item.part.tool_name):
         return query_stub(item.part.tool_name, item.tokens)
     if handle is None:  # only to count a stub before its write: a handle as long as the built-in stores' ones
         return aged_stub(item.part.tool_name, item.tokens, item.handle or _HANDLE_FOR_ESTIMATE)
-    return aged_stub(item.part.tool_name, _held_tokens(item), handle, tools.place(handle))
+    held = max(item.tokens, stored_bytes // 4)
+    return aged_stub(item.part.tool_name, held, handle, tools.place(handle))
 
 
 async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> list[DueReturn]:
@@ -296,15 +334,9 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     failed or denied returns, typed returns, returns that carry files (images, documents), returns already aged
     or whose write failed, and returns whose metadata is an application object (no room for the handle) stay.
     """
-    due: list[DueReturn] = []
+    candidates: list[tuple[ModelRequest, int, ToolReturnPart]] = []
     selected: dict[str, bool] = {}
     responses_after = 0
-
-    def tokens(part: ToolReturnPart) -> int:
-        text = part.model_response_str()
-        # A token covers at least one byte, and a character is at most four: too small without counting.
-        return 0 if 4 * len(text) < aging.min_tokens else tools.count(text)
-
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
             responses_after += 1
@@ -317,17 +349,47 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
                 continue
             if part.tool_name not in selected:
                 selected[part.tool_name] = await tools.selected(part.tool_name)
-            if not selected[part.tool_name]:
-                continue
-            count = tools.counts.get(part, tokens)
-            if count >= aging.min_tokens:
-                due.append(DueReturn(message, index, part, count, _stored_handle(part)))
-    due.reverse()
+            if selected[part.tool_name]:
+                candidates.append((message, index, part))
+    await _count_new(candidates, aging, tools)
+    due = [
+        DueReturn(message, index, part, count, _stored_handle(part))
+        for message, index, part in reversed(candidates)
+        if (count := tools.counts.known(part) or 0) >= aging.min_tokens
+    ]
     return due
 
 
-def _saving(item: DueReturn, tools: AgingTools) -> int:
-    return item.tokens - tools.count(_stub(item, tools))
+async def _count_new(candidates: Sequence[tuple[Any, int, ToolReturnPart]], aging: Aging, tools: AgingTools) -> None:
+    """Count the returns not counted yet, all at once (in a worker thread when together they are large)."""
+    new: list[ToolReturnPart] = []
+    texts: list[str] = []
+    for _, _, part in candidates:
+        if tools.counts.known(part) is not None:
+            continue
+        text = part.model_response_str()
+        if 4 * len(text) < aging.min_tokens:  # a token covers at least one byte, a character at most four
+            tools.counts.add(part, 0)
+            continue
+        new.append(part)
+        texts.append(text)
+    if new:
+        for part, tokens in zip(new, await tools.count_many(texts), strict=True):
+            tools.counts.add(part, tokens)
+
+
+def _savings(due: Sequence[DueReturn], tools: AgingTools) -> list[int]:
+    """What aging each return saves: its tokens less its stub's. Stubs of one tool differ only in digits, so each
+    shape is counted once, not once per return (12,000 due returns are a handful of tokenizer calls).
+    """
+    stub_tokens: dict[tuple[str, int, bool], int] = {}
+    savings: list[int] = []
+    for item in due:
+        shape = (item.part.tool_name, len(f'{item.tokens:,}'), item.handle is None)
+        if shape not in stub_tokens:
+            stub_tokens[shape] = tools.count(_stub(item, tools))
+        savings.append(item.tokens - stub_tokens[shape])
+    return savings
 
 
 async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> AgedBatch | None:
@@ -338,7 +400,8 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     the context for good (marked `overflow_aged_failed`, which the model is not sent), so a store that is down
     costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
-    savings = [(item, _saving(item, tools)) for item in await due_returns(messages, aging, tools)]
+    candidates = await due_returns(messages, aging, tools)
+    savings = list(zip(candidates, _savings(candidates, tools), strict=True))
     due = [item for item, saving in savings if saving > 0]
     if not due or sum(saving for _, saving in savings if saving > 0) < aging.batch_threshold(tools.window):
         return None
@@ -352,16 +415,17 @@ async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
             parts[item.index] = _marked_failed(item.part, failure)
             continue
         text = item.part.model_response_str()
-        handle, key = item.handle, None
+        stored = await _verified_size(item, tools)
+        handle, key = (item.handle, None) if stored is not None else (None, None)
         if handle is None and not tools.is_query(item.part.tool_name):
             run_id = item.message.run_id or tools.run_id or 'run'
             key = f'{run_id}/{item.part.tool_call_id}/aged'
-            handle, reason = await tools.write(key, text.encode('utf-8', 'surrogatepass'), _WRITE_TIMEOUT)
+            handle, reason = await tools.write(key, text.encode('utf-8', 'surrogatepass'), tools.timeout)
             if handle is None:
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}'
                 parts[item.index] = _marked_failed(item.part, failure)
                 continue
-        stub = _stub(item, tools, handle)
+        stub = _stub(item, tools, handle, stored or 0)
         notes: dict[str, Any] = {
             f'{AGED_PREFIX}_size_before': len(text),
             f'{AGED_PREFIX}_size_after': len(stub),

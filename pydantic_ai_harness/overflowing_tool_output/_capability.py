@@ -12,15 +12,17 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
+import anyio
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._typing import is_instance
-from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
+from ._aging import Aging, Place, TokenCounts
+from ._aging_rule import AgingRule
 from ._bands import (
     Action,
     Band,
@@ -35,8 +37,7 @@ from ._bands import (
     plainly_below,
     sorted_bands,
 )
-from ._checks import check_store, check_tool_filter, store_root_problem, unknown_tool_names, uses_store
-from ._context_window import model_context
+from ._checks import check_store, check_tool_filter, spill_timeout, store_root_problem, unknown_tool_names, uses_store
 from ._events import (
     VALUE_PREFIX,
     OverflowingToolOutputWarning,
@@ -49,7 +50,7 @@ from ._important_lines import load_literal_finder
 from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, measure, render_content, render_value
-from ._request_rules import FailureBands, FailureRedaction, HeldRequest, RequestRule, Rule, Selected, hold_request
+from ._request_rules import FailureBands, FailureRedaction, HeldRequest, RequestRule, Selected, hold_request
 from ._secrets import SecretRedaction
 from ._spec import (
     BandSpec,
@@ -62,7 +63,8 @@ from ._spec import (
     parse_workspace,
 )
 from ._spill import spill, store_write
-from ._step_budget import StepBudget, StepTools, fit_step, step_action
+from ._step_budget import StepBudget, step_action
+from ._step_rule import StepBudgetRule
 from ._summarize import (
     DEFAULT_SUMMARY_PROMPT,
     OverflowConfigurationError,
@@ -93,6 +95,7 @@ from ._unit import (
 from ._withhold import SecretWithholding, build_withholding, withhold_closed
 from .stores import LocalFileStore, OverflowStore
 from .stores._local import DEFAULT_RETENTION
+from .stores._protocol import payload_size
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
 
 __all__ = ('OverflowingToolOutput',)
@@ -489,54 +492,39 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             rules.append(FailureRedaction(self._withholding, self._mask_text))
         rules.append(FailureBands(self._reduce_failure))
         if self.step_budget is not None:
-            rules.append(Rule(partial(self._fit_step, self.step_budget), 'the step budget'))
+            action_for = partial(step_action, self.step_budget, self._per_tool_desc, self.bands_for)
+            unit = 'tokens' if self.over_tokens else 'characters'
+            rules.append(StepBudgetRule(self.step_budget, self._reduce_with, self._measure, action_for, unit))
         if self.aging is not None:
-            rules.append(Rule(partial(self._age, self.aging), 'aging'))
+            store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
+            rules.append(
+                AgingRule(
+                    self.aging,
+                    self._aged_counts,
+                    lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
+                    lambda tool_name: not self._per_tool_desc.get(tool_name, True),  # `per_tool={name: []}`
+                    self._write,
+                    self._checked_payload_size,
+                    lambda handle: Place(**handle_place(store, spill, handle)),
+                    self.aging.timeout or spill_timeout(self._band_lists()),
+                )
+            )
         return tuple(rules)
 
-    async def _fit_step(self, budget: StepBudget, request: HeldRequest) -> Mapping[int, ModelMessage]:
-        ctx = request.ctx
+    async def _reduce_with(
+        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, action: Action, rendered: Rendered, original: Any
+    ) -> Reduced | None:
+        """One return reduced by one action (the step budget's), through the band loop."""
+        return await self._reduce_unit(ctx, call, (Band(over=0, action=action),), rendered, original, 'return_value')
 
-        async def reduce(call: ToolCallPart, action: Action, rendered: Rendered, original: Any) -> Reduced | None:
-            return await self._reduce_unit(
-                ctx, call, (Band(over=0, action=action),), rendered, original, 'return_value'
-            )
-
-        tools = StepTools(
-            measure=self._measure,
-            action_for=partial(step_action, budget, self._per_tool_desc, self.bands_for),
-            selected=request.selected,
-            reduce=reduce,
-            exempt=request.exempt.__contains__,
-            unit='tokens' if self.over_tokens else 'characters',
-        )
-        new = await fit_step(request.messages, budget, tools)
-        return {} if new is None else {id(request.messages[-1]): new}
-
-    async def _age(self, aging: Aging, request: HeldRequest) -> Mapping[int, ModelMessage]:
-        ctx, exempt, selected = request.ctx, request.exempt, request.selected
-
-        async def ages(tool_name: str) -> bool:
-            if tool_name in exempt:
-                return True  # the query tools' answers age too: the same call gets them back
-            if not self._per_tool_desc.get(tool_name, True):
-                return False  # `per_tool={name: []}`: never reduced
-            return await selected(tool_name)
-
-        store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
-        tools = AgingTools(
-            lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
-            self._aged_counts,
-            ages,
-            partial(self._write, ctx),
-            lambda handle: Place(**handle_place(store, spill, handle)),
-            exempt.__contains__,
-            model_context(ctx)[0],
-            ctx.run_id,
-            ctx.run_step,
-        )
-        # Never the last request: it is not yet `after_turns` old.
-        return await age_request(ctx, request.messages, aging, tools)
+    async def _checked_payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
+        """`_payload_size`, through its durable operation under a durable engine."""
+        if not ctx.in_durable_context:
+            return await self._payload_size(ctx, handle, timeout)
+        try:
+            return await self._payload_size_durably(ctx, handle, timeout)
+        except Exception:  # noqa: BLE001 - a durable unit that failed checked nothing: the text is written anew
+            return None
 
     def _measure(self, rendered: Rendered) -> int:
         return measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)[0]
@@ -583,6 +571,23 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
         return await store_write(store_for_run(self._resolved_store, ctx, self.workspace), key, data, timeout)
+
+    @durable_operation(name='overflow_payload_size')
+    async def _payload_size_durably(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
+        """`_payload_size` as a durable operation, so a replay sees the answer the first run got."""
+        return await self._payload_size(ctx, handle, timeout)
+
+    async def _payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
+        """The bytes stored under `handle` where the query tools read it, or `None` when nothing is there or the
+        store fails or takes longer than `timeout`.
+        """
+        store = self._resolved_store
+        holder = route_for_run(store, self.workspace)(ctx, handle) if self.workspace is not None else store
+        try:
+            with anyio.fail_after(timeout):
+                return await payload_size(holder, handle)
+        except Exception:  # noqa: BLE001 - missing, failing or slow: the caller treats all three alike
+            return None
 
     @durable_operation(name='overflow_summarize')
     async def _summarize_durably(

@@ -15,7 +15,7 @@ from .._typing import is_instance, is_mapping, is_sequence
 from ._bands import Action, Band, Spill, Summarize, action_chain
 from .stores import LocalFileStore, OverflowStore
 
-__all__ = ('check_store', 'check_tool_filter', 'named_tools', 'unknown_tool_names', 'uses_store')
+__all__ = ('check_store', 'check_tool_filter', 'named_tools', 'spill_timeout', 'unknown_tool_names', 'uses_store')
 
 _SELECTOR_FORMS = "'all', a list of tool names, a metadata dict, or a callable `(ctx, tool_def) -> bool`"
 
@@ -59,6 +59,20 @@ def check_store(store: object) -> None:
         raise TypeError(
             f'store must have `async def {signature}` (the OverflowStore protocol); {type(store).__name__} {problem}'
         )
+
+
+def spill_timeout(band_lists: Iterable[Sequence[Band]]) -> float:
+    """The shortest `Spill.timeout` the bands configure (the default `Spill`'s when none spills): what aging's store
+    calls may take when `Aging.timeout` is not set.
+    """
+    timeouts = [
+        action.timeout
+        for bands in band_lists
+        for band in bands
+        for action in action_chain(band.action)
+        if isinstance(action, Spill)
+    ]
+    return min(timeouts, default=Spill().timeout)
 
 
 def uses_store(band_lists: Iterable[Sequence[Band]]) -> bool:

@@ -12,7 +12,7 @@ import pydantic
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
-__all__ = ('OFF_LOOP_BYTES', 'in_worker', 'large_container', 'large_text', 'off_loop')
+__all__ = ('OFF_LOOP_BYTES', 'in_worker', 'large_container', 'large_text', 'large_texts', 'off_loop')
 
 _T = TypeVar('_T')
 
@@ -47,6 +47,11 @@ async def in_worker(work: Callable[[], object]) -> None:
 def large_text(value: object) -> bool:
     """Whether `value` is a text long enough to clean off the loop."""
     return isinstance(value, str) and len(value) > _OFF_LOOP_STRIP_CHARS
+
+
+def large_texts(texts: Iterable[str]) -> bool:
+    """Whether texts are together long enough to tokenize off the loop (a tokenizer costs about as much as stripping)."""
+    return sum(map(len, texts)) > _OFF_LOOP_STRIP_CHARS
 
 
 def large_container(value: object) -> bool:

@@ -21,7 +21,7 @@ from ._markers import redaction_failed_marker
 from ._summarize import OverflowConfigurationError
 from ._withhold import UNCHECKED, WITHHELD_KEY, SecretWithholding
 
-__all__ = ('FailureBands', 'FailureRedaction', 'HeldRequest', 'RequestRule', 'Rule', 'Selected', 'hold_request')
+__all__ = ('FailureBands', 'FailureRedaction', 'HeldRequest', 'RequestRule', 'Selected', 'hold_request')
 
 Selected = Callable[[str], Awaitable[bool]]
 """Whether the capability touches the named tool (its `tool_filter`)."""
@@ -157,18 +157,3 @@ class FailureBands:
 
         new = await reduce_failures(request.messages, reduced)
         return {} if new is None else {id(request.messages[-1]): new}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A rule made of a function: the step budget and aging, wired from the capability."""
-
-    apply: Callable[[HeldRequest], Awaitable[Mapping[int, ModelMessage]]]
-    """The replacements, keyed by `id` of a message in `request.messages`."""
-
-    name: str
-    """What the rule is called in a warning."""
-
-    async def hold(self, request: HeldRequest) -> Mapping[int, ModelMessage]:
-        """The replacements `apply` makes."""
-        return await self.apply(request)

@@ -324,7 +324,7 @@ def test_aging_from_a_spec() -> None:
     with pytest.raises(ValueError) as error:
         OverflowingToolOutput.from_spec(aging={'after_turn': 6})
     assert str(error.value) == snapshot(
-        'aging.after_turn: unknown field; expected one of after_turns, batch_share, batch_tokens, min_tokens'
+        'aging.after_turn: unknown field; expected one of after_turns, batch_share, batch_tokens, min_tokens, timeout'
     )
 
 

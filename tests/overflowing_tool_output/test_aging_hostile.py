@@ -6,7 +6,7 @@ import json
 import re
 import warnings
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,6 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Spill,
     Truncate,
     WorkspaceSpill,
-    _aging,
     overflow_report,
 )
 
@@ -258,17 +257,14 @@ def earlier_history(returns_: int) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(ModelMessagesTypeAdapter.dump_python(messages))
 
 
-async def test_a_hung_store_stalls_one_request_for_the_write_timeout_once_not_once_per_old_return(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The due returns are written one after another, each bounded by its own 30 s `_WRITE_TIMEOUT` and nothing
-    bounding the batch: with a store that hangs, a request waits 30 s times the number of due returns (1,000
-    returns from `message_history`: more than 8 hours) before it is sent, and (the returns staying due) the next
-    request waits as long again. The timeout is shortened here; the count of attempts is what matters."""
-    monkeypatch.setattr(_aging, '_WRITE_TIMEOUT', 0.05)
+async def test_a_hung_store_stalls_one_request_for_the_write_timeout_once_not_once_per_old_return() -> None:
+    """The due returns are written one after another, each bounded by its own write timeout and nothing bounding
+    the batch: with a store that hangs, a request waited 30 s times the number of due returns (1,000 returns from
+    `message_history`: more than 8 hours) before it was sent, and (the returns staying due) the next request waited as
+    long again. The timeout is the configured `Aging.timeout` here; the count of attempts is what matters."""
     store = HangingStore()
     pager = Pager(pages=0)
-    capability = OverflowingToolOutput(store=store, workspace=None, aging=aging())
+    capability = OverflowingToolOutput(store=store, workspace=None, aging=replace(aging(), timeout=0.05))
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', OverflowingToolOutputWarning)
         await pager_agent(pager, capability).run('go', message_history=earlier_history(40))

@@ -20,6 +20,7 @@ __all__ = (
     'StoredPayload',
     'StreamWritableStore',
     'StreamedPayload',
+    'payload_size',
 )
 
 
@@ -193,3 +194,12 @@ class StoreCleanupWarning(UserWarning):
     Pruning never raises into an agent run: [`LocalFileStore`][pydantic_ai_harness.overflowing_tool_output.LocalFileStore]
     and `ObjectStore` report its failures with this warning class.
     """
+
+
+async def payload_size(store: OverflowStore, handle: str) -> int:
+    """The bytes `store` holds under `handle` (its `size` where it has one, else the length of a whole read); raises
+    as `read` does when there is nothing under it.
+    """
+    if isinstance(store, RangeReadableStore):
+        return await store.size(handle)
+    return len(await store.read(handle))
