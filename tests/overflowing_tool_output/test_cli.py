@@ -167,6 +167,21 @@ def test_prune_is_a_dry_run_unless_yes_and_removes_the_directories_it_empties(ro
     assert list((root / '.aliases').iterdir()) == []
 
 
+def test_prune_deletes_what_its_dry_run_listed_and_leaves_files_that_are_not_payloads(root: Path) -> None:
+    """Files a user or a tool put in the root are no payloads: `ls` does not show them, so neither the dry run nor
+    `--yes` may count or delete them (the dry run said 3 and `--yes` deleted 10, these 7 with them)."""
+    strangers = ['.hidden.out', 'UPPER.out', 'a b.out', '%zz.out', '.dir/x.out', 'run-a/.x.out', '~~2.out']
+    for name in strangers:
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text('not a payload')
+    age_everything(root, 7_200)
+    dry = cli(root, '--json', 'prune', '--older-than', '1h')[1]
+    assert len(json.loads(dry)['matched']) == 3
+    code, out, _ = cli(root, 'prune', '--older-than', '1h', '--yes', '--json')
+    assert (code, json.loads(out)['deleted']) == (0, 3)
+    assert sorted(name for name in strangers if (root / name).exists()) == sorted(strangers)
+
+
 def test_prune_keeps_what_is_younger(root: Path) -> None:
     age_everything(root, 7_200)
     asyncio.run(LocalFileStore(base_dir=root).write('run-c/call_9/0', b'fresh\n'))

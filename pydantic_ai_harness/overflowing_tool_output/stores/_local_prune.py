@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from ._local_aliases import ALIASES, prune_aliases
 from ._local_fs import INDEX_SUFFIX, O_NONBLOCK, PAYLOAD_SUFFIX, TEMP_PREFIX, Dir, open_root
-from ._paths import MAX_SEGMENTS
+from ._paths import MAX_SEGMENTS, handle_for_names
 from ._protocol import HandleNotFoundError, StoreCleanupWarning
 
 __all__ = ('last_pruner', 'prune_in_background', 'prune_root', 'schedule_prune', 'warn_or_raise')
@@ -88,7 +88,7 @@ def prune_root(root_path: str, limit: timedelta, warn: Callable[[str], None], *,
         now = time.time()
         cutoff = now - limit.total_seconds()
         temp_cutoff = min(cutoff, now - _TEMP_FILE_GRACE)
-        deleted = _prune_directory(root, cutoff, temp_cutoff, errors, depth=0)
+        deleted = _prune_directory(root, cutoff, temp_cutoff, errors, trail=[])
         prune_aliases(root, cutoff, temp_cutoff, errors)
     except Exception as exc:  # noqa: BLE001 - pruning must never raise into a run
         warn(f'spill store pruning stopped early: {type(exc).__name__}: {exc}')
@@ -120,20 +120,24 @@ def _try_lock(root: Dir, *, blocking: bool) -> int | None:
     return fd
 
 
-def _prune_directory(directory: Dir, cutoff: float, temp_cutoff: float, errors: list[OSError], depth: int) -> int:
+def _prune_directory(directory: Dir, cutoff: float, temp_cutoff: float, errors: list[OSError], trail: list[str]) -> int:
+    """Prune one directory of the root (`trail`: its names below the root). Only what `list` shows as a payload is
+    a payload to prune, with its sidecar; temp files of interrupted writes go after a grace period. Anything else a
+    user or a tool put there (a dot-file, a name no handle has) is left alone, so a dry run's count is the count.
+    """
     deleted = 0
     for entry in list(directory.entries()):
         name = entry.name
         try:
-            if entry.is_symlink() or name == _LOCK_NAME or (depth == 0 and name == ALIASES):
+            if entry.is_symlink() or name == _LOCK_NAME or (not trail and name == ALIASES):
                 continue
             info = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(info.st_mode):
-                if depth >= MAX_SEGMENTS:
-                    continue
+                if len(trail) >= MAX_SEGMENTS - 1 or name.startswith('.'):
+                    continue  # deeper than any handle, or not a handle's directory: not ours
                 child = directory.child(name, create=False)
                 try:
-                    below = _prune_directory(child, cutoff, temp_cutoff, errors, depth + 1)
+                    below = _prune_directory(child, cutoff, temp_cutoff, errors, [*trail, name])
                 finally:
                     child.close()
                 deleted += below
@@ -145,7 +149,7 @@ def _prune_directory(directory: Dir, cutoff: float, temp_cutoff: float, errors: 
                     except OSError:
                         pass
             elif stat.S_ISREG(info.st_mode):
-                deleted += _prune_file(directory, name, info, cutoff, temp_cutoff)
+                deleted += _prune_file(directory, name, trail, info, cutoff, temp_cutoff)
         except FileNotFoundError:
             continue  # Raced with a writer or another deletion.
         except OSError as exc:
@@ -153,25 +157,32 @@ def _prune_directory(directory: Dir, cutoff: float, temp_cutoff: float, errors: 
     return deleted
 
 
-def _prune_file(directory: Dir, name: str, info: os.stat_result, cutoff: float, temp_cutoff: float) -> int:
+def _prune_file(
+    directory: Dir, name: str, trail: list[str], info: os.stat_result, cutoff: float, temp_cutoff: float
+) -> int:
     if name.startswith(TEMP_PREFIX):
         if info.st_mtime < temp_cutoff:
             directory.unlink(name)
         return 0
+    for suffix in (PAYLOAD_SUFFIX, INDEX_SUFFIX):
+        if name.endswith(suffix) and not name.startswith('.'):
+            stem = name[: -len(suffix)]
+            break
+    else:
+        return 0
+    if info.st_mtime >= cutoff or handle_for_names([*trail, stem]) is None:
+        return 0  # young, or a file no handle names (the store never wrote it): left alone
     if name.endswith(PAYLOAD_SUFFIX):
-        if info.st_mtime >= cutoff:
-            return 0
         directory.unlink(name)
         try:
-            directory.unlink(name[: -len(PAYLOAD_SUFFIX)] + INDEX_SUFFIX)
+            directory.unlink(stem + INDEX_SUFFIX)
         except FileNotFoundError:
             pass
         return 1
-    if name.endswith(INDEX_SUFFIX) and info.st_mtime < cutoff:
-        try:
-            os.close(directory.open(name[: -len(INDEX_SUFFIX)] + PAYLOAD_SUFFIX, os.O_RDONLY | O_NONBLOCK))
-        except FileNotFoundError:
-            directory.unlink(name)  # An orphaned sidecar.
+    try:
+        os.close(directory.open(stem + PAYLOAD_SUFFIX, os.O_RDONLY | O_NONBLOCK))
+    except FileNotFoundError:
+        directory.unlink(name)  # An orphaned sidecar.
     return 0
 
 
