@@ -24,6 +24,7 @@ from .stores._paths import MAX_HANDLE_LENGTH, handle_for_key, is_short_handle
 from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
 
 __all__ = (
+    'CARRIED_BYTES',
     'CARRIED_HANDLES',
     'LISTED_HANDLES',
     'KnownHandle',
@@ -155,6 +156,12 @@ CARRIED_HANDLES = 'overflow_handles'
 CARRIED_LIMIT = 1_000
 """Most handles carried into a durable unit (the newest): each costs about 100 bytes of the unit's payload."""
 
+CARRIED_BYTES = 128 * 1024
+"""Most characters the carried handles take in a durable unit's payload, whatever their ids' lengths."""
+
+_CARRIED_KEY_CHARS = 256
+"""A key longer than this is not carried (the handle still is): it only serves near misses of a mistyped handle."""
+
 
 def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle] | None:
     """The handles the run's messages carry; `None` where the context has no messages (a Temporal activity's)
@@ -168,8 +175,20 @@ def conversation_handles(ctx: RunContext[Any]) -> list[KnownHandle] | None:
 
 
 def handles_to_carry(messages: Iterable[ModelMessage]) -> list[list[str | None]]:
-    """The newest `CARRIED_LIMIT` handles of `messages` as plain data, for a durable unit's serialized context."""
-    return [[known.handle, known.tool_name, known.key] for known in known_handles(messages)[:CARRIED_LIMIT]]
+    """The newest handles of `messages` as plain data, for a durable unit's serialized context: at most
+    `CARRIED_LIMIT` of them in at most `CARRIED_BYTES` characters (call ids a provider makes 1,000 characters long
+    would otherwise put a megabyte into every activity's input).
+    """
+    carried: list[list[str | None]] = []
+    spent = 0
+    for known in known_handles(messages)[:CARRIED_LIMIT]:
+        key = known.key if known.key is not None and len(known.key) <= _CARRIED_KEY_CHARS else None
+        cost = len(known.handle) + len(known.tool_name) + len(key or '') + 16  # JSON quotes, commas, brackets
+        if spent + cost > CARRIED_BYTES:
+            break
+        carried.append([known.handle, known.tool_name, key])
+        spent += cost
+    return carried
 
 
 def _carried(value: object) -> list[KnownHandle] | None:

@@ -21,6 +21,7 @@ from pydantic_ai.usage import RunUsage
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
+from pydantic_ai_harness.overflowing_tool_output._handles import CARRIED_BYTES
 from pydantic_ai_harness.overflowing_tool_output.temporal import OverflowTemporalRunContext
 
 from ._temporal_aging import FACT
@@ -99,3 +100,28 @@ def test_the_carried_handles_are_the_newest_thousand_at_about_100_bytes_each() -
     assert len(json.dumps(carried)) <= 110 * len(carried)
     restored = OverflowTemporalRunContext.deserialize_run_context({'run_id': 'r', 'overflow_handles': carried}, None)
     assert vars(restored)['overflow_handles'] == carried
+
+
+@pytest.mark.parametrize('id_length', [24, 1_000, 100_000])
+def test_the_carried_handles_stay_within_their_byte_budget_whatever_the_call_ids(id_length: int) -> None:
+    """Call ids are the provider's: 1,000 characters each carried 1.07 MB into every activity's input."""
+    run_id = str(uuid.uuid4())
+    messages = [
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    f'tool_{n}',
+                    'preview',
+                    f'call_{n:0{id_length}d}',
+                    metadata={'overflow_handle': f'h{n:09d}', 'overflow_key': f'{run_id}/call_{n:0{id_length}d}/0'},
+                )
+            ]
+        )
+        for n in range(1_500)
+    ]
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage(), messages=list[ModelMessage](messages))
+    carried = OverflowTemporalRunContext.serialize_run_context(ctx)['overflow_handles']
+    assert len(json.dumps(carried)) <= CARRIED_BYTES
+    assert [item[0] for item in carried[:2]] == ['h000001499', 'h000001498']  # newest first, the handles all kept
+    assert len(carried) == 1_000  # a key too long to carry is left out; its handle is not
+    assert all(item[2] is None for item in carried) == (id_length > 200)

@@ -101,9 +101,7 @@ async def test_a_spill_whose_payload_expired_is_written_again_as_the_model_saw_i
         bands=[Band(over=5_000, action=Spill())],
         aging=Aging(after_turns=1, min_tokens=10, batch_tokens=10),
     )
-    resumed = await agent_with(aging, log_text).run(
-        'go on', model=chatter(3), message_history=first.all_messages()
-    )
+    resumed = await agent_with(aging, log_text).run('go on', model=chatter(3), message_history=first.all_messages())
     named = stubs(resumed.all_messages())
     assert named['dump_call'] != handle
     # The stub's handle holds what the model saw, the FATAL line with it: nothing it read is gone.
