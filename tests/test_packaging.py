@@ -11,6 +11,7 @@ import importlib.metadata
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -126,11 +127,7 @@ def test_the_demo_installs_the_runtime_dependencies_and_its_own_only(metadata: e
 
 
 def _pyproject() -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib.loads((ROOT / 'pyproject.toml').read_text())
-    pytest.skip('reads pyproject.toml with tomllib (Python 3.11+)')  # pragma: no cover
+    return tomllib.loads((ROOT / 'pyproject.toml').read_text())
 
 
 def test_the_dev_group_covers_the_demo() -> None:
@@ -151,6 +148,46 @@ def test_the_docs_group_is_the_docs_tools_only_and_the_dev_group_includes_it() -
     makefile = (ROOT / 'Makefile').read_text()
     assert '$(PIP) install --group docs\n' in makefile
     assert '@touch $(STAMP) $(DEMO_STAMP) $(DOCS_STAMP)\n' in makefile
+
+
+def _lock() -> dict[str, str]:
+    """`requirements-dev.lock`: name -> pinned version."""
+    pins: dict[str, str] = {}
+    for line in (ROOT / 'requirements-dev.lock').read_text().splitlines():
+        if line and not line.startswith('#'):
+            name, _, version = line.partition('==')
+            assert version, f'not an exact pin: {line!r}'
+            pins[re.sub(r'[-_.]+', '-', name).lower()] = version
+    return pins
+
+
+def test_the_lock_pins_every_tool_the_make_targets_install_within_pyproject_s_ranges() -> None:
+    """`make install`, `make docs` and `make demo` install through the lock (pip constraints): a requirement it
+    does not pin would come from whatever is newest on the day, the failure the lock exists to prevent. A range
+    changed in pyproject.toml without `make lock` fails here, not on a fresh machine."""
+    project, pins = _pyproject(), _lock()
+    wanted = [
+        *project['project']['dependencies'],
+        *(entry for entry in project['dependency-groups']['dev'] if isinstance(entry, str)),
+        *project['dependency-groups']['docs'],
+        *DEMO_REQUIREMENTS,
+    ]
+    for line in wanted:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        name = re.sub(r'[-_.]+', '-', requirement.name).lower()
+        assert name in pins, f'{requirement.name} is not in requirements-dev.lock: run `make lock`'
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f'requirements-dev.lock pins {requirement.name}=={pins[name]}, outside {requirement}: run `make lock`'
+        )
+
+
+def test_the_make_targets_install_through_the_lock_and_test_newest_does_not() -> None:
+    makefile = (ROOT / 'Makefile').read_text()
+    assert 'LOCK ?= requirements-dev.lock' in makefile
+    assert makefile.count('$(CONSTRAINTS)') >= 5  # pip, the dev group, pip and the docs group, the demo
+    assert '$(MAKE) test VENV=$(NEWEST_VENV) LOCK=' in makefile
 
 
 def test_pydantic_ai_is_pinned_below_its_next_major(metadata: email.message.Message) -> None:

@@ -42,7 +42,7 @@ DEFAULT_THRESHOLD = 10_000
 """The default band's threshold, in characters."""
 
 
-class TruncationStrategy(str, Enum):
+class TruncationStrategy(str, Enum):  # noqa: UP042 - public: `str()` of a member stays what it was
     """Which part of an oversized text `Truncate` keeps."""
 
     head = 'head'

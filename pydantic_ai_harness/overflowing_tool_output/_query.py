@@ -12,11 +12,10 @@ import codecs
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import anyio.lowlevel
 import anyio.to_thread
-from typing_extensions import Self
 
 from ._matcher import Buffer
 from .stores._line_index import LineIndex, LineIndexBuilder, build_line_index, nth_newline

@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import fields
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypeVar
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -236,7 +236,7 @@ def _build_store(kind: str, options: Mapping[str, Any], where: str) -> OverflowS
 
 
 def _object_store(kwargs: dict[str, Any], where: str) -> OverflowStore:
-    from obstore.store import from_url  # pyright: ignore[reportUnknownVariableType]
+    from obstore.store import from_url
 
     from .stores._object import ObjectStore
 

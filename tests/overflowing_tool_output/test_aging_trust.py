@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,9 @@ def chatter(turns: int):
     return FunctionModel(respond)
 
 
-def agent_with(capability: OverflowingToolOutput[Any], dump: Any) -> Agent[None, str]:
+def agent_with(capability: OverflowingToolOutput[Any], dump: Callable[[], Any]) -> Agent[None, str]:
     agent = Agent(capabilities=[capability])
-    agent.tool_plain(dump, name='dump')
+    agent.tool_plain(name='dump')(dump)
 
     @agent.tool_plain
     def noop(n: int) -> str:

@@ -168,7 +168,7 @@ VALUES: dict[str, Callable[[], Any]] = {
     'enum': lambda: [Color.RED, Level.HIGH] * BIG,
     'datetimes': lambda: (
         [
-            datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc),
+            datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),
             datetime.date(2024, 1, 1),
             datetime.time(12, 0),
             datetime.timedelta(days=1, microseconds=1),

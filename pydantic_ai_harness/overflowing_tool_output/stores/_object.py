@@ -8,8 +8,8 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, cast
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 import anyio.to_thread
 import obstore
@@ -363,7 +363,7 @@ class ObjectStore:
         ttl = self._ttl
         if ttl is None:
             return {}
-        expires = datetime.now(timezone.utc) + ttl
+        expires = datetime.now(UTC) + ttl
         return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='milliseconds')}
 
     def _is_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta, now: float | None = None) -> bool:
@@ -538,8 +538,8 @@ class ObjectStore:
 async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[obstore.ObjectMeta]]:
     """The objects under `prefix`, a page at a time (the listing ends: object stores list a finite snapshot)."""
     stream = obstore.list(store, prefix, chunk_size=_LIST_CHUNK)  # pyright: ignore[reportUnknownMemberType]
-    async for page in stream:  # pyright: ignore[reportUnknownVariableType]
-        yield cast('Sequence[obstore.ObjectMeta]', page)
+    async for page in stream:
+        yield page
 
 
 def _is_not_found(exc: BaseException) -> bool:
