@@ -10,7 +10,6 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
 from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
-from ._context_window import model_context
 from ._offload import large_texts, off_loop
 from ._request_rules import HeldRequest
 
@@ -79,7 +78,7 @@ class AgingRule:
             stored_size,
             self.timeout,
             exempt.__contains__,
-            model_context(ctx)[0],
+            request.context[0],
             ctx.run_id,
             ctx.run_step,
         )

@@ -36,6 +36,7 @@ from ._bands import (
     pick_band,
     plainly_below,
     sorted_bands,
+    uses_context,
 )
 from ._checks import check_store, check_tool_filter, spill_timeout, store_root_problem, unknown_tool_names, uses_store
 from ._events import (
@@ -50,7 +51,15 @@ from ._important_lines import load_literal_finder
 from ._names import is_query_tool, query_tool_names
 from ._offload import large_container, large_text, off_loop
 from ._render import Rendered, measure, render_content, render_value
-from ._request_rules import FailureBands, FailureRedaction, HeldRequest, RequestRule, Selected, hold_request
+from ._request_rules import (
+    FailureBands,
+    FailureRedaction,
+    HeldRequest,
+    Replacements,
+    RequestRule,
+    Selected,
+    hold_request,
+)
 from ._secrets import SecretRedaction
 from ._spec import (
     BandSpec,
@@ -186,6 +195,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
     _aged_counts: TokenCounts = field(default_factory=TokenCounts, init=False, repr=False, compare=False)
     _rules: tuple[RequestRule, ...] = field(init=False, repr=False, compare=False)
+    _replacements: Replacements = field(default_factory=Replacements, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -334,23 +344,30 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         await report_run(ctx)
         return response
 
-    async def before_model_request(
+    async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Hold the request about to be sent to the rules of a return: its failure texts (`ModelRetry`,
-        `ToolFailed`) masked and reduced, the tool returns of the step held to `step_budget`, largest first, and
-        old returns aged (`aging`). Each rule runs apart (`_request_rules`): one failing leaves the others' work.
+        """Hold each attempt at a request to the rules of a return, for the model serving it: the failure texts
+        (`ModelRetry`, `ToolFailed`) masked and reduced, the tool returns of the step held to `step_budget`, largest
+        first, and old returns aged (`aging`). Each rule runs apart (`_request_rules`): one failing leaves the others'
+        work. What a rule replaces is put in the run's history, and a further attempt (another model, under
+        `ModelFallback`) starts from it, so the history stays as the first attempt left it or goes further.
         """
         # The query tools by the names this request offers them under (`PrefixTools` renames them).
         offered = request_context.model_request_parameters.function_tools
+        earlier = self._replacements.latest(request_context.messages)
         request = HeldRequest(
-            ctx, list(request_context.messages), query_tool_names(offered), _selector(self.tool_filter, ctx, offered)
+            ctx, earlier, query_tool_names(offered), _selector(self.tool_filter, ctx, offered), request_context.model
         )
         await hold_request(self._rules, request)
-        if not request.replaced:
+        pairs = [
+            (old, new) for old, new in zip(request_context.messages, request.messages, strict=True) if old is not new
+        ]
+        if not pairs:
             return request_context
         # Persist the new messages in the run's history, so later requests carry them too, and send them now.
-        ctx.messages[:] = request.resolve(ctx.messages)
+        self._replacements.add(pairs)
+        ctx.messages[:] = self._replacements.latest(ctx.messages)
         return replace(request_context, messages=request.messages)
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
@@ -392,8 +409,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         self, request: HeldRequest, call: ToolCallPart, text: str
     ) -> tuple[str, dict[str, Any]] | None:
         """A failure text a tool sent (`ModelRetry`, `ToolFailed`), already masked, reduced as a return would be."""
+        bands, rendered = self.bands_for(call.tool_name), Rendered('text', text)
         reduced = await self._reduce_unit(
-            request.ctx, call, self.bands_for(call.tool_name), Rendered('text', text), text, 'return_value'
+            request.ctx, call, bands, rendered, text, 'return_value', context=request.context
         )
         if reduced is not None and isinstance(reduced.value, str):
             return reduced.value, reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))
@@ -413,12 +431,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         original: object,
         unit: UnitName,
         takes_arguments: bool = True,
+        context: tuple[int | None, float | None] | None = None,
     ) -> Reduced | None:
-        """Pick the unit's band and run its action, falling back along `then` until one reduces it."""
+        """Pick the unit's band and run its action, falling back along `then` until one reduces it.
+
+        `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
+        otherwise the run's model's are read, if the bands need them.
+        """
         size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
         if tokenizer_error is not None:
             warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
-        window, used = context_of(ctx, bands)
+        window, used = context if context is not None and uses_context(bands) else context_of(ctx, bands)
         count = partial(measure, rendered, over_tokens=True, tokenizer=self.tokenizer)
         band = pick_band(bands, size, tokens=lambda: count()[0], window=window, used=used) if bands else None
         if band is None:
@@ -512,10 +535,13 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return tuple(rules)
 
     async def _reduce_with(
-        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, action: Action, rendered: Rendered, original: Any
+        self, request: HeldRequest, call: ToolCallPart, action: Action, rendered: Rendered, original: Any
     ) -> Reduced | None:
         """One return reduced by one action (the step budget's), through the band loop."""
-        return await self._reduce_unit(ctx, call, (Band(over=0, action=action),), rendered, original, 'return_value')
+        bands = (Band(over=0, action=action),)
+        return await self._reduce_unit(
+            request.ctx, call, bands, rendered, original, 'return_value', context=request.context
+        )
 
     async def _checked_payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
         """`_payload_size`, through its durable operation under a durable engine."""

@@ -8,20 +8,32 @@ withheld), so no later rule failing can send a masked text unmasked.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessage, ToolCallPart
+from pydantic_ai.models import AbstractModel
 from pydantic_ai.tools import RunContext
 
+from ._context_window import model_context
 from ._events import OverflowingToolOutputWarning, warn
 from ._failure_text import FailureReducer, reduce_failures
 from ._markers import redaction_failed_marker
 from ._summarize import OverflowConfigurationError
 from ._withhold import UNCHECKED, WITHHELD_KEY, SecretWithholding
 
-__all__ = ('FailureBands', 'FailureRedaction', 'HeldRequest', 'RequestRule', 'Selected', 'hold_request')
+__all__ = (
+    'FailureBands',
+    'FailureRedaction',
+    'HeldRequest',
+    'Replacements',
+    'RequestRule',
+    'Selected',
+    'hold_request',
+)
 
 Selected = Callable[[str], Awaitable[bool]]
 """Whether the capability touches the named tool (its `tool_filter`)."""
@@ -43,21 +55,40 @@ class HeldRequest:
     selected: Selected
     """The `tool_filter`, matched against each tool's definition in this request."""
 
+    model: AbstractModel | None = None
+    """The model serving this attempt (a `ModelFallback` may have picked another than the run's); `None`: the run's."""
+
     replaced: dict[int, ModelMessage] = field(default_factory=dict[int, ModelMessage])
     """`id(original message)` -> its newest replacement, over every rule so far."""
+
+    _originals: dict[int, ModelMessage] = field(default_factory=dict[int, ModelMessage], repr=False)
+    """`id(original message)` -> the message itself (kept alive while the request is held, so ids stay unique)."""
+
+    @cached_property
+    def context(self) -> tuple[int | None, float | None]:
+        """The serving model's context window in tokens and its filled fraction, each `None` when unknown."""
+        return model_context(self.ctx, self.model)
 
     def take(self, replacements: Mapping[int, ModelMessage]) -> None:
         """Apply one rule's replacements (keyed by `id` of a message in `messages`)."""
         if not replacements:
             return
         originals = {id(new): original for original, new in self.replaced.items()}
-        for old, new in replacements.items():
-            self.replaced[originals.get(old, old)] = new
+        for message in self.messages:
+            new = replacements.get(id(message))
+            if new is not None:
+                original = originals.get(id(message), id(message))
+                self.replaced[original] = new
+                self._originals.setdefault(original, message)
         self.messages = [replacements.get(id(message), message) for message in self.messages]
 
     def resolve(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """`messages` (the originals) with every replacement the rules made."""
         return [self.replaced.get(id(message), message) for message in messages]
+
+    def pairs(self) -> list[tuple[ModelMessage, ModelMessage]]:
+        """Each replaced message with its newest replacement."""
+        return [(self._originals[original], new) for original, new in self.replaced.items()]
 
 
 class RequestRule(Protocol):
@@ -157,3 +188,41 @@ class FailureBands:
 
         new = await reduce_failures(request.messages, reduced)
         return {} if new is None else {id(request.messages[-1]): new}
+
+
+class Replacements:
+    """The messages the rules replaced in a run's history, by identity of the message replaced, so a further attempt
+    at the same request (core starts each from the messages `before_model_request` left) sends what the history holds
+    now, and the rules are not applied to the originals again. An entry lives as long as the message it replaces.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[weakref.ref[ModelMessage], ModelMessage]] = {}
+
+    def add(self, pairs: Sequence[tuple[ModelMessage, ModelMessage]]) -> None:
+        """Record each `(old, new)` pair."""
+        table = self._by_id
+        for old, new in pairs:
+            key = id(old)
+
+            def forget(ref: weakref.ref[ModelMessage], key: int = key) -> None:
+                entry = table.get(key)
+                if entry is not None and entry[0] is ref:
+                    del table[key]
+
+            table[key] = (weakref.ref(old, forget), new)
+
+    def latest(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """`messages` with each replaced one swapped for its newest replacement."""
+        return [self._latest(message) for message in messages]
+
+    def _latest(self, message: ModelMessage) -> ModelMessage:
+        for _ in range(64):  # a chain is one replacement per rule and attempt; never a cycle, but stay bounded
+            entry = self._by_id.get(id(message))
+            if entry is None or entry[0]() is not message:
+                return message
+            message = entry[1]
+        return message
+
+    def __len__(self) -> int:
+        return len(self._by_id)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ToolCallPart
-from pydantic_ai.tools import RunContext
 
 from ._bands import Action
 from ._render import Rendered
@@ -25,7 +24,7 @@ class StepBudgetRule:
     budget: StepBudget
     """The budget."""
 
-    reduce: Callable[[RunContext[Any], ToolCallPart, Action, Rendered, Any], Awaitable[Reduced | None]]
+    reduce: Callable[[HeldRequest, ToolCallPart, Action, Rendered, Any], Awaitable[Reduced | None]]
     """Reduce one return with one action (the capability's band loop, with that action as the only band)."""
 
     measure: Callable[[Rendered], int]
@@ -42,10 +41,9 @@ class StepBudgetRule:
 
     async def hold(self, request: HeldRequest) -> Mapping[int, ModelMessage]:
         """The step's last request with its largest returns reduced until the step fits."""
-        ctx = request.ctx
 
         async def reduce(call: ToolCallPart, action: Action, rendered: Rendered, original: Any) -> Reduced | None:
-            return await self.reduce(ctx, call, action, rendered, original)
+            return await self.reduce(request, call, action, rendered, original)
 
         tools = StepTools(
             measure=self.measure,
