@@ -146,7 +146,7 @@ def test_the_docs_group_is_the_docs_tools_only_and_the_dev_group_includes_it() -
     assert _requirement_names(groups['docs']) == {'mkdocs-material', 'mkdocstrings', 'ruff'}
     assert {'include-group': 'docs'} in groups['dev']
     makefile = (ROOT / 'Makefile').read_text()
-    assert '$(PIP) install --group docs\n' in makefile
+    assert '$(PIP) install $(CONSTRAINTS) --group docs\n' in makefile
     assert '@touch $(STAMP) $(DEMO_STAMP) $(DOCS_STAMP)\n' in makefile
 
 
@@ -209,6 +209,7 @@ NON_PUBLIC_PYDANTIC_AI_NAMES = {
 
 PUBLIC_WITHOUT_ALL = {
     'pydantic_ai.models.Model',
+    'pydantic_ai.models.ModelRequestParameters',
     'pydantic_ai.models.infer_model',
     'pydantic_ai.models.parse_model_id',
     'pydantic_ai.providers.infer_provider_class',

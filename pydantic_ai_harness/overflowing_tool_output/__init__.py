@@ -21,6 +21,7 @@ from ._bands import (
     default_bands,
 )
 from ._capability import OverflowingToolOutput
+from ._compaction import LosslessCompaction
 from ._events import (
     OverflowAged,
     OverflowingToolOutputWarning,
@@ -73,6 +74,7 @@ __all__ = (
     'LineIndexedStore',
     'ListableStore',
     'LocalFileStore',
+    'LosslessCompaction',
     'OverflowAged',
     'OverflowConfigurationError',
     'OverflowReduced',

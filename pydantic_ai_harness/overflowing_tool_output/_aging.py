@@ -38,11 +38,13 @@ __all__ = (
     'Place',
     'TokenCounts',
     'age_history',
+    'age_items',
     'age_request',
     'aged_stub',
     'due_returns',
     'is_aged',
     'query_stub',
+    'savings_of',
 )
 
 _HANDLE_FOR_ESTIMATE = 'k3x9m2p7qd'
@@ -378,7 +380,7 @@ async def _count_new(candidates: Sequence[tuple[Any, int, ToolReturnPart]], agin
             tools.counts.add(part, tokens)
 
 
-def _savings(due: Sequence[DueReturn], tools: AgingTools) -> list[int]:
+def savings_of(due: Sequence[DueReturn], tools: AgingTools) -> list[int]:
     """What aging each return saves: its tokens less its stub's. Stubs of one tool differ only in digits, so each
     shape is counted once, not once per return (12,000 due returns are a handful of tokenizer calls).
     """
@@ -393,18 +395,23 @@ def _savings(due: Sequence[DueReturn], tools: AgingTools) -> list[int]:
 
 
 async def age_history(messages: Sequence[ModelMessage], aging: Aging, tools: AgingTools) -> AgedBatch | None:
-    """Age every due return of `messages` when together they save `aging.batch_tokens`; `None` when nothing changed.
+    """Age every due return of `messages` when together they save `aging.batch_tokens`; `None` when nothing changed."""
+    candidates = await due_returns(messages, aging, tools)
+    savings = list(zip(candidates, savings_of(candidates, tools), strict=True))
+    due = [item for item, saving in savings if saving > 0]
+    if not due or sum(saving for _, saving in savings if saving > 0) < aging.batch_threshold(tools.window):
+        return None
+    return await age_items(due, tools)
+
+
+async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
+    """Replace each of `due` by its stub, writing what is not stored yet.
 
     Returns are stored one after another, in history order, so a durable engine records the writes in the order
     a replay makes them. The first write that fails ends the batch: that return and the rest of the batch stay in
     the context for good (marked `overflow_aged_failed`, which the model is not sent), so a store that is down
     costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
-    candidates = await due_returns(messages, aging, tools)
-    savings = list(zip(candidates, _savings(candidates, tools), strict=True))
-    due = [item for item, saving in savings if saving > 0]
-    if not due or sum(saving for _, saving in savings if saving > 0) < aging.batch_threshold(tools.window):
-        return None
     new_parts: dict[int, list[Any]] = {}
     handles: list[str] = []
     failure = ''

@@ -1,4 +1,6 @@
-"""Aging as a request rule: the wiring from a held request to the planning and writes of `_aging`."""
+"""Aging as a request rule: the wiring from a held request to the planning and writes of `_aging`, and the toolkit
+lossless compaction moves returns with too.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +13,14 @@ from pydantic_ai.tools import RunContext
 
 from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
 from ._offload import large_texts, off_loop
-from ._request_rules import HeldRequest
+from ._request_rules import HeldRequest, Selected
 
-__all__ = ('AgingRule',)
+__all__ = ('AgingKit', 'AgingRule')
 
 
 @dataclass(frozen=True)
-class AgingRule:
-    """Old tool returns of the request moved out of the context as stubs naming handles (`Aging`)."""
-
-    aging: Aging
-    """The setting."""
+class AgingKit:
+    """What moving returns out of the context needs from the capability, for aging and for lossless compaction."""
 
     counts: TokenCounts
     """The capability's token counts of old returns, kept across requests and runs."""
@@ -42,15 +41,19 @@ class AgingRule:
     """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
 
     timeout: float
-    """Seconds each store call may take (`Aging.timeout`, else the capability's `Spill` timeout)."""
+    """Seconds each store call may take when the setting gives none (the capability's `Spill` timeout)."""
 
-    name: str = 'aging'
-    """What the rule is called in a warning."""
-
-    async def hold(self, request: HeldRequest) -> Mapping[int, ModelMessage]:
-        """The messages with due returns replaced by stubs, when a batch is due (never the last request)."""
-        ctx, exempt, selected = request.ctx, request.exempt, request.selected
+    def tools(
+        self,
+        ctx: RunContext[Any],
+        exempt: frozenset[str],
+        selected: Selected,
+        window: int | None,
+        timeout: float | None,
+    ) -> AgingTools:
+        """Aging's toolkit for one request of `ctx`: `exempt` are the query tools by their offered names."""
         count = self.count
+        seconds = timeout or self.timeout
 
         async def ages(tool_name: str) -> bool:
             if tool_name in exempt:
@@ -63,12 +66,12 @@ class AgingRule:
             return await off_loop(ctx, lambda: [count(text) for text in texts], large=large_texts(texts))
 
         async def stored_size(handle: str) -> int | None:
-            return await self.stored_size(ctx, handle, self.timeout)
+            return await self.stored_size(ctx, handle, seconds)
 
         async def write(key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
             return await self.write(ctx, key, data, timeout)
 
-        tools = AgingTools(
+        return AgingTools(
             count,
             count_many,
             self.counts,
@@ -76,10 +79,29 @@ class AgingRule:
             write,
             self.place,
             stored_size,
-            self.timeout,
+            seconds,
             exempt.__contains__,
-            request.context[0],
+            window,
             ctx.run_id,
             ctx.run_step,
         )
+
+
+@dataclass(frozen=True)
+class AgingRule:
+    """Old tool returns of the request moved out of the context as stubs naming handles (`Aging`)."""
+
+    aging: Aging
+    """The setting."""
+
+    kit: AgingKit
+    """What moving a return out needs from the capability."""
+
+    name: str = 'aging'
+    """What the rule is called in a warning."""
+
+    async def hold(self, request: HeldRequest) -> Mapping[int, ModelMessage]:
+        """The messages with due returns replaced by stubs, when a batch is due (never the last request)."""
+        ctx = request.ctx
+        tools = self.kit.tools(ctx, request.exempt, request.selected, request.context[0], self.aging.timeout)
         return await age_request(ctx, request.messages, self.aging, tools)

@@ -8,98 +8,69 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic_ai.capabilities import AbstractCapability, durable_operation
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult, durable_operation
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._typing import is_instance
 from ._aging import Aging, Place, TokenCounts
-from ._aging_rule import AgingRule
+from ._aging_rule import AgingKit
+from ._band_loop import BandLoop
 from ._bands import (
-    Action,
     Band,
-    Passthrough,
-    Spill,
     Summarize,
-    Truncate,
-    action_chain,
-    context_of,
     default_bands,
-    pick_band,
     plainly_below,
     sorted_bands,
-    uses_context,
 )
 from ._checks import check_store, check_tool_filter, spill_timeout, store_root_problem, unknown_tool_names, uses_store
+from ._compaction import LosslessCompaction
 from ._events import (
-    VALUE_PREFIX,
     OverflowingToolOutputWarning,
     overflow_report,
-    report,
     report_run,
     warn,
 )
 from ._important_lines import load_literal_finder
-from ._names import is_query_tool, query_tool_names
-from ._offload import large_container, large_text, off_loop
-from ._render import Rendered, measure, render_content, render_value
-from ._request_rules import (
-    FailureBands,
-    FailureRedaction,
-    HeldRequest,
-    Replacements,
-    RequestRule,
-    Selected,
-    hold_request,
-)
+from ._names import is_query_tool
+from ._render import Rendered, measure
+from ._request_side import RequestSide
 from ._secrets import SecretRedaction
 from ._spec import (
     BandSpec,
     StoreSpec,
     parse_aging,
     parse_bands,
+    parse_compaction,
     parse_redaction,
     parse_step_budget,
     parse_store,
     parse_workspace,
 )
-from ._spill import spill, store_write
-from ._step_budget import StepBudget, step_action
-from ._step_rule import StepBudgetRule
+from ._spill import store_write
+from ._step_budget import StepBudget
 from ._summarize import (
     DEFAULT_SUMMARY_PROMPT,
     OverflowConfigurationError,
     RunLocks,
     SummaryOutcome,
     SummaryRequest,
-    summarize,
     summarize_actions,
     summarize_in_place,
     validate_summary_prompt,
 )
 from ._tools import build_query_toolset
-from ._truncate import truncate
 from ._unit import (
-    ActionContext,
-    Reduced,
-    UnitName,
-    estimate_tokens_of,
     handle_place,
-    is_tool_return,
-    left_as_is,
-    not_smaller,
-    reassemble,
-    reduced_event,
-    reduction_notes,
-    unit_key,
 )
 from ._withhold import SecretWithholding, build_withholding, withhold_closed
 from .stores import LocalFileStore, OverflowStore
@@ -186,16 +157,20 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     """Opt-in: old tool returns leave the context in batches, as stubs naming a handle the model reads them back by.
     See [`Aging`][pydantic_ai_harness.overflowing_tool_output.Aging]."""
 
+    compaction: LosslessCompaction | None = field(default_factory=LosslessCompaction)
+    """When pydantic-ai asks for a compaction (a context overflow, a smaller fallback model, `request_compaction`):
+    old tool returns leave the context as stubs naming handles until the request fits, losslessly; when that is not
+    enough, the next capability compacts. `None`: leave every compaction to the others. See
+    [`LosslessCompaction`][pydantic_ai_harness.overflowing_tool_output.LosslessCompaction]."""
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
     _summarize_actions: tuple[Summarize, ...] = field(init=False, repr=False, compare=False)
-    _summary_locks: RunLocks = field(init=False, repr=False, compare=False)
     _reported_root_problem: str | None = field(default=None, init=False, repr=False, compare=False)
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
-    _aged_counts: TokenCounts = field(default_factory=TokenCounts, init=False, repr=False, compare=False)
-    _rules: tuple[RequestRule, ...] = field(init=False, repr=False, compare=False)
-    _replacements: Replacements = field(default_factory=Replacements, init=False, repr=False, compare=False)
+    _loop: BandLoop = field(init=False, repr=False, compare=False)
+    _requests: RequestSide = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._bands_desc = sorted_bands(self.bands, 'bands')
@@ -214,14 +189,38 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.store is not None:
             check_store(self.store)
         self._resolved_store = self.store if self.store is not None else LocalFileStore(cleanup_after=DEFAULT_RETENTION)
-        self._summary_locks = RunLocks()
         self._withholding = build_withholding(self.redact_secrets, query_store=self._resolved_store)
         if self.step_budget is not None and not is_instance(self.step_budget, StepBudget):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         if self.aging is not None and not is_instance(self.aging, Aging):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
+        if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
+            raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
-        self._rules = self._request_rules()
+        self._loop = BandLoop(
+            self.bands_for,
+            self.tool_filter,
+            self.over_tokens,
+            self.tokenizer,
+            self.strip_ansi,
+            self._resolved_store,
+            self.workspace,
+            self._write,
+            self._summarize_durably,
+            self._summarize_actions,
+            self.summary_prompt,
+            RunLocks(),
+        )
+        self._requests = RequestSide(
+            self._loop,
+            self._withholding,
+            self.step_budget,
+            self.aging,
+            self.compaction,
+            self._aging_kit(),
+            self._per_tool_desc,
+            offers_query_tools=self.get_toolset() is not None,
+        )
         load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
     @classmethod
@@ -240,6 +239,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         redact_secrets: bool | Mapping[str, Any] | None = False,
         step_budget: int | Mapping[str, Any] | None = None,
         aging: bool | Mapping[str, Any] | None = None,
+        compaction: bool | Mapping[str, Any] | None = True,
     ) -> OverflowingToolOutput[Any]:
         """Build the capability from plain data, as `Agent.from_spec` / `Agent.from_file` pass it.
 
@@ -249,7 +249,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         a fleet store: `{'RedisStore': {'url': ...}}`, `{'ObjectStore': {'url': 's3://bucket', 'config': ...}}`.
         `workspace` is `true` (the default), `false`, or `WorkspaceSpill`'s fields; `redact_secrets` is `true`
         or `SecretRedaction`'s fields (`keep_original_in` a store spec); `step_budget` a size or
-        `{'max_size': ..., 'action': ...}`; `aging` `true` or `Aging`'s fields. A bad value raises `ValueError`
+        `{'max_size': ..., 'action': ...}`; `aging` `true` or `Aging`'s fields; `compaction` `true` (the default),
+        `false`, or `LosslessCompaction`'s fields. A bad value raises `ValueError`
         naming the field, e.g. `bands[1].action.Truncate: Truncate.max_chars must be at least 200 ...`.
         """
         return cls(
@@ -265,6 +266,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             redact_secrets=parse_redaction(redact_secrets, 'redact_secrets'),
             step_budget=parse_step_budget(step_budget, 'step_budget'),
             aging=parse_aging(aging, 'aging'),
+            compaction=parse_compaction(compaction, 'compaction'),
         )
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -282,8 +284,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return None
         if self.workspace is None:
             store = self._resolved_store  # routed, so the tools see the run's messages (its handles, for near misses)
-            return build_query_toolset(store, route=lambda _ctx, _handle: store)
-        return _query_toolset(self._resolved_store, self.workspace)
+            return build_query_toolset(store, route=lambda _ctx, _handle: store, before_call=self._settle_ledger)
+        return _query_toolset(self._resolved_store, self.workspace, self._settle_ledger)
 
     async def prepare_tools(self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         """At a run's first step, warn about settings the run shows to be wrong; the tools are left as they are.
@@ -325,7 +327,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         ):
             return result  # the common case, decided without rendering or allocating anything
         try:
-            return await self._reduce_result(ctx, call, tool_def, result)
+            return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
             raise  # a configuration that cannot work is the user's to fix, not a run-time fallback
         except OverflowingToolOutputWarning:
@@ -353,194 +355,43 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         work. What a rule replaces is put in the run's history, and a further attempt (another model, under
         `ModelFallback`) starts from it, so the history stays as the first attempt left it or goes further.
         """
-        # The query tools by the names this request offers them under (`PrefixTools` renames them).
-        offered = request_context.model_request_parameters.function_tools
-        earlier = self._replacements.latest(request_context.messages)
-        request = HeldRequest(
-            ctx, earlier, query_tool_names(offered), _selector(self.tool_filter, ctx, offered), request_context.model
-        )
-        await hold_request(self._rules, request)
-        pairs = [
-            (old, new) for old, new in zip(request_context.messages, request.messages, strict=True) if old is not new
-        ]
-        if not pairs:
-            return request_context
-        # Persist the new messages in the run's history, so later requests carry them too, and send them now.
-        self._replacements.add(pairs)
-        ctx.messages[:] = self._replacements.latest(ctx.messages)
-        return replace(request_context, messages=request.messages)
+        return await self._requests.prepare(ctx, request_context)
+
+    async def compact_history(self, ctx: RunContext[AgentDepsT], request: CompactionRequest) -> CompactionResult | None:
+        """Compact losslessly (`compaction`): old tool returns leave as stubs naming handles until the request fits
+        the serving model's window; `None` when that is not enough, so the next capability compacts.
+
+        Only where the query tools are offered (bands that can store, `aging` or a step budget): a stub names a
+        handle the model must be able to read.
+        """
+        return await self._requests.compact(ctx, request)
+
+    async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        """A compaction in the run's last step keeps the handles it took out, as one in an earlier step does."""
+        self._requests.settle(ctx, result.all_messages())
+        return result
 
     def bands_for(self, tool_name: str) -> tuple[Band, ...]:
         """The bands that apply to `tool_name`, largest threshold first."""
         return self._per_tool_desc.get(tool_name, self._bands_desc)
 
-    # --- the band and fallback loop ------------------------------------------------------------------
+    def _settle_ledger(self, ctx: RunContext[Any]) -> None:
+        """Before a query tool reads the conversation's handles: a compaction since the last request keeps its own."""
+        self._requests.settle(ctx)
 
-    async def _reduce_result(
-        self, ctx: RunContext[AgentDepsT], call: ToolCallPart, tool_def: ToolDefinition, result: Any
-    ) -> Any:
-        if not await matches_tool_selector(self.tool_filter, ctx, tool_def):
-            return result
-        bands = self.bands_for(tool_def.name)
-        envelope = result if is_tool_return(result) else None
-        value = envelope.return_value if envelope is not None else result
-        content = envelope.content if envelope is not None else None
-        rendered_value = await off_loop(
-            ctx,
-            partial(render_value, value, strip_ansi=self.strip_ansi),
-            large=(self.strip_ansi and large_text(value)) or large_container(value),
-        )
-        # Advice to call the tool again with narrower arguments only fits a tool that takes some.
-        takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
-        new_value = await self._reduce_unit(ctx, call, bands, rendered_value, value, 'return_value', takes_arguments)
-        new_content = None
-        if content is not None:
-            rendered = render_content(content)
-            if rendered.kind == 'text' and self.strip_ansi:
-                rendered = await off_loop(
-                    ctx, partial(render_value, rendered.text, strip_ansi=True), large=large_text(rendered.text)
-                )
-            new_content = await self._reduce_unit(ctx, call, bands, rendered, content, 'content', takes_arguments)
-        if new_value is None and new_content is None:
-            return result
-        return reassemble(envelope, value, content, new_value, new_content)
+    # --- configuration and stores --------------------------------------------------------------------
 
-    async def _reduce_failure(
-        self, request: HeldRequest, call: ToolCallPart, text: str
-    ) -> tuple[str, dict[str, Any]] | None:
-        """A failure text a tool sent (`ModelRetry`, `ToolFailed`), already masked, reduced as a return would be."""
-        bands, rendered = self.bands_for(call.tool_name), Rendered('text', text)
-        reduced = await self._reduce_unit(
-            request.ctx, call, bands, rendered, text, 'return_value', context=request.context
-        )
-        if reduced is not None and isinstance(reduced.value, str):
-            return reduced.value, reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))
-        return None
-
-    async def _mask_text(self, ctx: RunContext[AgentDepsT], text: str) -> tuple[str, dict[str, int]]:
-        withholding = self._withholding
-        assert withholding is not None  # only `FailureRedaction`, built with it, calls this
-        return await off_loop(ctx, partial(withholding.mask_text, text), large=large_text(text))
-
-    async def _reduce_unit(
-        self,
-        ctx: RunContext[AgentDepsT],
-        call: ToolCallPart,
-        bands: tuple[Band, ...],
-        rendered: Rendered,
-        original: object,
-        unit: UnitName,
-        takes_arguments: bool = True,
-        context: tuple[int | None, float | None] | None = None,
-    ) -> Reduced | None:
-        """Pick the unit's band and run its action, falling back along `then` until one reduces it.
-
-        `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
-        otherwise the run's model's are read, if the bands need them.
-        """
-        size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
-        if tokenizer_error is not None:
-            warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
-        window, used = context if context is not None and uses_context(bands) else context_of(ctx, bands)
-        count = partial(measure, rendered, over_tokens=True, tokenizer=self.tokenizer)
-        band = pick_band(bands, size, tokens=lambda: count()[0], window=window, used=used) if bands else None
-        if band is None:
-            return left_as_is(rendered, original, call.tool_name)
-        if rendered.kind == 'multimodal':
-            if not isinstance(band.action, Passthrough):
-                warn(
-                    f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and '
-                    'cannot be reduced safely; it was left as is'
-                )
-            return None  # (a Passthrough asked for no reduction, so there is nothing that could not be done)
-        # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
-        tokens = size if self.over_tokens else estimate_tokens_of(rendered)
-        action_unit = ActionContext(
-            run=ctx,
-            call=call,
-            unit=unit,
-            rendered=rendered,
-            tokens=tokens,
-            write=partial(self._write, ctx),
-            store=self._resolved_store,
-            workspace=self.workspace,
-            takes_arguments=takes_arguments,
-        )
-        tried: list[str] = []
-        for action in action_chain(band.action):
-            tried.append(type(action).__name__)
-            reduced, reason = await self._apply(action, action_unit)
-            if reduced is not None and not_smaller(reduced, rendered):
-                if not isinstance(action, Summarize):
-                    # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
-                    return left_as_is(rendered, original, call.tool_name)
-                # A summary at least as long as the output is no summary: the fallback decides.
-                reduced, reason = None, 'the summary was not shorter than the output'
-            if reduced is not None:
-                key = unit_key(ctx, call, unit) if reduced.handle is not None else None  # the full form
-                reduced = replace(reduced, size_before=rendered.size_chars, key=key)
-                await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))
-                return reduced
-            if isinstance(action, Passthrough):
-                break
-            then = action.then
-            what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
-            warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
-        return left_as_is(rendered, original, call.tool_name)
-
-    async def _apply(self, action: Action, unit: ActionContext) -> tuple[Reduced | None, str]:
-        """Run one action. Returns the replacement, or `None` and why it could not run."""
-        if isinstance(action, Passthrough):
-            return None, 'passthrough'
-        if isinstance(action, Truncate):
-            return truncate(action, unit)
-        if isinstance(action, Spill):
-            return await spill(action, unit)
-        index = next(i for i, known in enumerate(self._summarize_actions) if known is action)
-        return await summarize(
-            action,
-            unit,
-            index=index,
-            prompt=self.summary_prompt,
-            durable=self._summarize_durably,
-            locks=self._summary_locks,
-        )
-
-    # --- the step budget -----------------------------------------------------------------------------
-
-    def _request_rules(self) -> tuple[RequestRule, ...]:
-        """The rules a request is held to, in order: redaction first, so no later rule sees a secret."""
-        rules: list[RequestRule] = []
-        if self._withholding is not None:
-            rules.append(FailureRedaction(self._withholding, self._mask_text))
-        rules.append(FailureBands(self._reduce_failure))
-        if self.step_budget is not None:
-            action_for = partial(step_action, self.step_budget, self._per_tool_desc, self.bands_for)
-            unit = 'tokens' if self.over_tokens else 'characters'
-            rules.append(StepBudgetRule(self.step_budget, self._reduce_with, self._measure, action_for, unit))
-        if self.aging is not None:
-            store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
-            rules.append(
-                AgingRule(
-                    self.aging,
-                    self._aged_counts,
-                    lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
-                    lambda tool_name: not self._per_tool_desc.get(tool_name, True),  # `per_tool={name: []}`
-                    self._write,
-                    self._checked_payload_size,
-                    lambda handle: Place(**handle_place(store, spill, handle)),
-                    self.aging.timeout or spill_timeout(self._band_lists()),
-                )
-            )
-        return tuple(rules)
-
-    async def _reduce_with(
-        self, request: HeldRequest, call: ToolCallPart, action: Action, rendered: Rendered, original: Any
-    ) -> Reduced | None:
-        """One return reduced by one action (the step budget's), through the band loop."""
-        bands = (Band(over=0, action=action),)
-        return await self._reduce_unit(
-            request.ctx, call, bands, rendered, original, 'return_value', context=request.context
+    def _aging_kit(self) -> AgingKit:
+        """What aging and lossless compaction need to move a return out of the context."""
+        store, spill, tokenizer = self._resolved_store, self.workspace, self.tokenizer
+        return AgingKit(
+            TokenCounts(),
+            lambda text: measure(Rendered('text', text), over_tokens=True, tokenizer=tokenizer)[0],
+            lambda tool_name: not self._per_tool_desc.get(tool_name, True),  # `per_tool={name: []}`
+            self._write,
+            self._checked_payload_size,
+            lambda handle: Place(**handle_place(store, spill, handle)),
+            spill_timeout(self._band_lists()),
         )
 
     async def _checked_payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
@@ -551,11 +402,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             return await self._payload_size_durably(ctx, handle, timeout)
         except Exception:  # noqa: BLE001 - a durable unit that failed checked nothing: the text is written anew
             return None
-
-    def _measure(self, rendered: Rendered) -> int:
-        return measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)[0]
-
-    # --- configuration and stores --------------------------------------------------------------------
 
     def _band_lists(self) -> list[Sequence[Band]]:
         """Every band list of the configuration; the step budget's own action as a band of its own."""
@@ -627,25 +473,14 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return await summarize_in_place(self._summarize_actions[action_index], ctx, request)
 
 
-def _selector(tool_filter: ToolSelector[Any], ctx: RunContext[Any], offered: Sequence[ToolDefinition]) -> Selected:
-    """`tool_filter` for the request-time rules, which know a tool by name: matched against the tool's definition
-    in this request (a filter may read its metadata or description), as `after_tool_execute` matches a return.
-    """
-    definitions = {tool_def.name: tool_def for tool_def in offered}
-
-    async def selected(tool_name: str) -> bool:
-        tool_def = definitions.get(tool_name) or ToolDefinition(name=tool_name)  # a tool this request no longer offers
-        return await matches_tool_selector(tool_filter, ctx, tool_def)
-
-    return selected
-
-
-def _query_toolset(store: OverflowStore, spill: WorkspaceSpill) -> AbstractToolset[Any]:
+def _query_toolset(
+    store: OverflowStore, spill: WorkspaceSpill, before_call: Callable[[RunContext[Any]], None]
+) -> AbstractToolset[Any]:
     """The query tools reading workspace handles from the run's workspace, others from `store`.
 
     With `query_tools='fallback_only'` they are offered only once a spill of the conversation is outside the workspace.
     """
-    toolset = build_query_toolset(store, route=route_for_run(store, spill))
+    toolset = build_query_toolset(store, route=route_for_run(store, spill), before_call=before_call)
     if spill.query_tools == 'always':
         return toolset
 

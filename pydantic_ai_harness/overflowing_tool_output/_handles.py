@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, ToolReturnPart
 
 from .._typing import is_list
 from ._answers import show, storage_error
@@ -26,12 +26,14 @@ from .stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableS
 __all__ = (
     'CARRIED_BYTES',
     'CARRIED_HANDLES',
+    'LEDGER_KEY',
     'LISTED_HANDLES',
     'KnownHandle',
     'clean_handle',
     'conversation_handles',
     'handles_to_carry',
     'known_handles',
+    'ledger_of',
     'near_misses',
     'open_handle',
     'resolved_answer',
@@ -64,22 +66,42 @@ class KnownHandle:
     """The store key it was written under (its full form), when the metadata has it."""
 
 
+LEDGER_KEY = 'overflow_handles'
+"""`CompactionPart.metadata` key: the handles of the history a compaction replaced, `[handle, tool, key]` each, so a
+search without a handle still covers them (the stubs and previews that named them are gone)."""
+
+
 def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
-    """The handles recorded in `messages`, newest first, each once."""
+    """The handles recorded in `messages` (tool returns, and the ledgers of compactions), newest first, each once."""
     found: list[KnownHandle] = []
     seen: set[str] = set()
+
+    def add(handle: object, tool_name: object, key: object) -> None:
+        if isinstance(handle, str) and handle and handle not in seen and isinstance(tool_name, str):
+            seen.add(handle)
+            found.append(KnownHandle(handle, tool_name, key if isinstance(key, str) else None))
+
     for message in reversed(list(messages)):
-        if not isinstance(message, ModelRequest):
-            continue
         for part in reversed(message.parts):
+            if isinstance(part, CompactionPart):
+                for entry in ledger_of(part):
+                    add(*entry)
+                continue
+            if not isinstance(message, ModelRequest):
+                continue
             if not isinstance(part, ToolReturnPart) or not _is_metadata(part.metadata):
                 continue
             for prefix in (CONTENT_PREFIX, VALUE_PREFIX, AGED_PREFIX):
-                handle, key = part.metadata.get(f'{prefix}_handle'), part.metadata.get(f'{prefix}_key')
-                if isinstance(handle, str) and handle and handle not in seen:
-                    seen.add(handle)
-                    found.append(KnownHandle(handle, part.tool_name, key if isinstance(key, str) else None))
+                add(part.metadata.get(f'{prefix}_handle'), part.tool_name, part.metadata.get(f'{prefix}_key'))
     return found
+
+
+def ledger_of(part: CompactionPart) -> list[tuple[object, object, object]]:
+    """The `[handle, tool, key]` entries a compaction part's ledger holds (untrusted metadata: shapes checked)."""
+    ledger = part.metadata.get(LEDGER_KEY) if _is_metadata(part.metadata) else None
+    if not is_list(ledger):
+        return []
+    return [(entry[0], entry[1], entry[2]) for entry in ledger if is_list(entry) and len(entry) == 3]
 
 
 def _is_metadata(value: object) -> TypeGuard[Mapping[str, object]]:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 from .._typing import is_mapping, is_sequence
 from ._aging import Aging
 from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
+from ._compaction import LosslessCompaction
 from ._secrets import SecretRedaction
 from ._step_budget import StepBudget
 from .stores import LocalFileStore, OverflowStore, WorkspaceSpill
@@ -286,6 +287,14 @@ def parse_aging(spec: Any, where: str) -> Aging | None:
     if not isinstance(options, dict):
         return options
     return _built(Aging, options, where)
+
+
+def parse_compaction(spec: Any, where: str) -> LosslessCompaction | None:
+    """`true` (the default `LosslessCompaction`), `false` / `null` (off), or its fields as a mapping."""
+    options = _switch_options(spec, LosslessCompaction, where, "{'headroom': 0.2}")
+    if not isinstance(options, dict):
+        return options
+    return _built(LosslessCompaction, options, where)
 
 
 def parse_step_budget(spec: Any, where: str) -> StepBudget | None:

@@ -52,9 +52,15 @@ _RUN: ContextVar[RunContext[Any] | None] = ContextVar('overflowing_tool_output_q
 class _RoutedToolset(FunctionToolset[Any]):
     """The query toolset whose tool calls know their run: the tools read it from `_RUN` to route and resolve."""
 
+    before_call: Callable[[RunContext[Any]], None] | None = None
+    """Run before each call with its run (the capability settles a compaction's ledger there, so a search made
+    right after a compaction already covers the handles it took out)."""
+
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        if self.before_call is not None:
+            self.before_call(ctx)
         token = _RUN.set(ctx)
         try:
             return await super().call_tool(name, tool_args, ctx, tool)
@@ -67,6 +73,7 @@ def build_query_toolset(
     *,
     limits: QueryLimits | None = None,
     route: Route | None = None,
+    before_call: Callable[[RunContext[Any]], None] | None = None,
 ) -> FunctionToolset[Any]:
     """The `read_tool_result` / `grep_tool_result` toolset over `store`.
 
@@ -77,6 +84,7 @@ def build_query_toolset(
         store: Where the stored results live.
         limits: Output and time caps (defaults: [`QueryLimits()`][pydantic_ai_harness.overflowing_tool_output.QueryLimits]).
         route: Picks the store for a handle in a run (e.g. the run's workspace for its own handles); default: `store`.
+        before_call: With `route`, called with the run before each tool call.
     """
     caps = limits or QueryLimits()
 
@@ -156,7 +164,9 @@ def build_query_toolset(
     tools = [read_tool_result, grep_tool_result]
     if route is None:
         return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
-    return _RoutedToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
+    routed = _RoutedToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
+    routed.before_call = before_call
+    return routed
 
 
 async def _guarded_query(store: OverflowStore, handle: str, path: str, matches: int, store_timeout: float) -> str:
