@@ -183,6 +183,14 @@ def test_the_lock_pins_every_tool_the_make_targets_install_within_pyproject_s_ra
         )
 
 
+def test_the_lock_runs_the_oldest_pydantic_ai_the_package_supports() -> None:
+    """`make test` (CI) checks the floor of the range; `make test-newest` the newest release."""
+    [slim] = [Requirement(r) for r in _pyproject()['project']['dependencies'] if r.startswith('pydantic-ai-slim')]
+    [floor] = [spec.version for spec in slim.specifier if spec.operator == '>=']
+    assert _lock()['pydantic-ai-slim'] == f'{floor}.0'
+    assert _pyproject()['project']['requires-python'] == '>=3.11'
+
+
 def test_the_make_targets_install_through_the_lock_and_test_newest_does_not() -> None:
     makefile = (ROOT / 'Makefile').read_text()
     assert 'LOCK ?= requirements-dev.lock' in makefile
