@@ -108,10 +108,10 @@ class RequestSide:
         exempt, selected = query_tool_names(offered), selector(self.loop.tool_filter, ctx, offered)
         request = HeldRequest(ctx, earlier, exempt, selected, request_context.model)
         await hold_request(self.rules, request)
-        self.ledger.remember(conversation, request.messages)
         pairs = [
             (old, new) for old, new in zip(request_context.messages, request.messages, strict=True) if old is not new
         ]
+        self.ledger.remember(conversation, request.messages, [new for _, new in pairs])
         if not pairs:
             return request_context
         # Persist the new messages in the run's history, so later requests carry them too, and send them now.

@@ -40,7 +40,9 @@ from pydantic_ai_harness.overflowing_tool_output import (
 models.ALLOW_MODEL_REQUESTS = False
 pytestmark = pytest.mark.anyio
 
-STUB = re.compile(r"^\[Moved out of context: the output of `(\w+)` \(~[\d,]+ tokens\)\. Saved in full.* handle '([^']+)'")
+STUB = re.compile(
+    r"^\[Moved out of context: the output of `(\w+)` \(~[\d,]+ tokens\)\. Saved in full.* handle '([^']+)'"
+)
 
 
 def page(n: int) -> str:
@@ -251,3 +253,70 @@ async def test_a_compaction_setting_is_checked_at_construction() -> None:
         OverflowingToolOutput(compaction=0.2)  # pyright: ignore[reportArgumentType]
     assert OverflowingToolOutput.from_spec(compaction={'headroom': 0.3}).compaction == LosslessCompaction(headroom=0.3)
     assert OverflowingToolOutput.from_spec(compaction=False).compaction is None
+
+
+async def test_handles_survive_compaction_after_compaction(tmp_path: Path) -> None:
+    """Two summaries in a row: the second carries the first one's ledger forward, so both spills stay searchable."""
+    logs = {
+        name: '\n'.join(f'{name} line {i}: ok' for i in range(20_000)).replace('line 4242: ok', 'line 4242: NEEDLE')
+        for name in ('alpha', 'beta')
+    }
+    script = iter(['alpha', 'compact_now', 'beta', 'compact_now', 'grep_tool_result'])
+    answers: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = next(script, None)
+        if step == 'grep_tool_result':
+            return ModelResponse(parts=[ToolCallPart(step, {'pattern': 'NEEDLE', 'max_matches': 5})])
+        if step is not None:
+            return ModelResponse(
+                parts=[ToolCallPart('dump' if step in logs else step, {'name': step} if step in logs else {})]
+            )
+        answers.append(str(returns(messages)[-1].content))
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(
+        FunctionModel(respond), capabilities=[Summarizing(), OverflowingToolOutput(store=LocalFileStore(tmp_path))]
+    )
+
+    @agent.tool_plain
+    def dump(name: str) -> str:
+        return logs[name]
+
+    @agent.tool
+    def compact_now(ctx: RunContext[None]) -> str:
+        ctx.request_compaction(reason='manual')
+        return 'compaction requested'
+
+    result = await agent.run('go')
+    assert [record.handler for record in result.compactions] == ['summarizing', 'summarizing']
+    assert 'alpha line 4242: NEEDLE' in answers[0] and 'beta line 4242: NEEDLE' in answers[0]
+
+
+def test_the_ledger_and_what_it_remembers_are_bounded() -> None:
+    from pydantic_ai_harness.overflowing_tool_output._ledger import _CONVERSATIONS, LEDGER_LIMIT, HandleLedger
+
+    def history(handles: int, tag: str) -> list[ModelMessage]:
+        return [
+            ModelRequest(
+                parts=[
+                    ToolReturnPart(
+                        't',
+                        'preview',
+                        f'{tag}{i}',
+                        metadata={'overflow_action': 'spill', 'overflow_handle': f'{tag}{i}'},
+                    )
+                    for i in range(handles)
+                ]
+            )
+        ]
+
+    ledger = HandleLedger()
+    for conversation in range(_CONVERSATIONS + 500):
+        ledger.remember(str(conversation), history(3, f'c{conversation}-'))
+    assert len(ledger) == _CONVERSATIONS
+    ledger.remember('big', history(LEDGER_LIMIT + 1_000, 'big-'))
+    part = CompactionPart(content='summary')
+    assert ledger.settle('big', [ModelRequest(parts=[part])]) == LEDGER_LIMIT
+    assert len(part.metadata['overflow_handles']) == LEDGER_LIMIT
+    assert part.metadata['overflow_handles'][0][0] == f'big-{LEDGER_LIMIT + 999}'  # the newest first
