@@ -223,7 +223,7 @@ async def test_spills_stay_searchable_after_another_capability_compacts(tmp_path
         return log
 
     @agent.tool
-    def compact_now(ctx: RunContext[None]) -> str:
+    def compact_now(ctx: RunContext[Any]) -> str:
         ctx.request_compaction(reason='manual')
         return 'compaction requested'
 
@@ -284,7 +284,7 @@ async def test_handles_survive_compaction_after_compaction(tmp_path: Path) -> No
         return logs[name]
 
     @agent.tool
-    def compact_now(ctx: RunContext[None]) -> str:
+    def compact_now(ctx: RunContext[Any]) -> str:
         ctx.request_compaction(reason='manual')
         return 'compaction requested'
 
@@ -318,5 +318,6 @@ def test_the_ledger_and_what_it_remembers_are_bounded() -> None:
     ledger.remember('big', history(LEDGER_LIMIT + 1_000, 'big-'))
     part = CompactionPart(content='summary')
     assert ledger.settle('big', [ModelRequest(parts=[part])]) == LEDGER_LIMIT
+    assert part.metadata is not None
     assert len(part.metadata['overflow_handles']) == LEDGER_LIMIT
     assert part.metadata['overflow_handles'][0][0] == f'big-{LEDGER_LIMIT + 999}'  # the newest first
