@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo
 
 from bench._economy_windows import relative_bands
@@ -108,9 +108,10 @@ class SessionModel(ScriptedModel):
             answer = question.extract(seen)
             if answer is None:
                 page_back = self._search_all(question, last_text)
-                if page_back is not None:
+                offered = {tool.name for tool in info.function_tools}
+                if page_back is not None and isinstance(page_back, ToolCallPart) and page_back.tool_name in offered:
                     return self._reply(page_back, usage)
-                answer = NOT_FOUND
+                answer = NOT_FOUND  # nothing to page back with (no query tools: a lossy compaction dropped it)
             self.trace.answers.append(answer)
             self._question += 1
             self._new_call()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._economy_core import MODELS, Outcome, cached, run_scenario, scenarios
+from bench._economy_overflow import OVERFLOW_WINDOW, measure_overflow, overflow_entries, overflow_table
 from bench._economy_questions import (
     measure_nearby,
     measure_parallel,
@@ -42,6 +44,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Band,
     LocalFileStore,
     OverflowingToolOutput,
+    OverflowingToolOutputWarning,
     Spill,
     Truncate,
 )
@@ -351,6 +354,7 @@ def run() -> tuple[list[Entry], str]:
         nearby, nearby_table = nearby_entries(asyncio.run(measure_nearby(Path(tmp), count)))
         windows, windows_table = window_entries(asyncio.run(measure_windows(Path(tmp), count)))
         session, session_text = session_section(Path(tmp), count)
+        overflow, overflow_text = overflow_section(Path(tmp), count)
     chart(outcomes)
     entries = economy_entries(outcomes, short_ids, tool_costs)
     groups: dict[tuple[str, str], list[Outcome]] = {}
@@ -361,8 +365,11 @@ def run() -> tuple[list[Entry], str]:
         for (model, configuration), rows in groups.items()
     )
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
-    tables = f'{text}\n\n{windows_table}\n\n{session_text}\n\n{nearby_table}\n\n{structural_table}\n\n{parallel_table}'
-    return [*entries, *windows, *session, *nearby, *structural, *parallel], tables
+    tables = (
+        f'{text}\n\n{windows_table}\n\n{session_text}\n\n{overflow_text}\n\n{nearby_table}\n\n{structural_table}'
+        f'\n\n{parallel_table}'
+    )
+    return [*entries, *windows, *session, *overflow, *nearby, *structural, *parallel], tables
 
 
 def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:
@@ -385,3 +392,22 @@ def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry
         + session_table(outcomes, BASELINES)
     )
     return session_entries(outcomes), text
+
+
+def overflow_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:
+    """The long session through a window it overflows mid-session; its entries and its table."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', OverflowingToolOutputWarning)  # a summarizer alone warns of nothing; ours may
+        outcomes = asyncio.run(measure_overflow(root, count))
+    text = (
+        f'The same session against a model with a {OVERFLOW_WINDOW:,}-token window, which the history outgrows around '
+        "the fifteenth tool call. The model rejects a request over its window with pydantic-ai's "
+        "`ModelContextWindowExceededError`, as a provider does; core compacts through the capabilities' "
+        '`compact_history` hooks and sends the request once more. "A summarizer" is a user\'s own compaction that '
+        'replaces everything before the request being answered with one sentence (`bench/_economy_overflow.py`). '
+        'Without a capability nothing compacts and the run fails at the first overflow; lossless compaction moves '
+        'the oldest returns out as stubs (`LosslessCompaction()`, headroom 0.4), so the questions about them are '
+        'answered by a search without a handle; the summarizer after it never has to run.\n\n'
+        + overflow_table(outcomes)
+    )
+    return overflow_entries(outcomes), text

@@ -51,8 +51,9 @@ class LosslessCompaction:
     ```
     """
 
-    headroom: float = 0.2
-    """The share of the serving model's window left free after compacting, for the answer and the next returns."""
+    headroom: float = 0.4
+    """The share of the serving model's window left free after compacting, for the answer and the next returns. The
+    more is left, the fewer compactions (each rebuilds a prompt cache), and the more returns are read back by handle."""
 
     after_turns: int = 1
     """Model responses that must follow a return before it may move; the newest turns always stay."""
