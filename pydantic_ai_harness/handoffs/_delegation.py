@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic
@@ -30,8 +30,9 @@ from ._history import (
     prepend_system_prompts,
     without_system_prompts,
 )
+from ._long_records import long_tool_returns, save_long_returns, store_timeout, with_cuts
 from ._nesting import nest_handoff_history as _nest
-from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
+from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here
 from ._tracing import DelegationMode, delegation_span
 
 __all__ = (
@@ -177,17 +178,6 @@ def _map_segments(
         input_history=history if isinstance(history, str) else change(history),
         pre_handoff_items=change(data.pre_handoff_items),
         new_items=change(data.new_items),
-    )
-
-
-async def _map_segments_async(
-    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], Awaitable[tuple[ModelMessage, ...]]]
-) -> HandoffInputData:
-    history = data.input_history
-    return data.clone(
-        input_history=history if isinstance(history, str) else await change(history),
-        pre_handoff_items=await change(data.pre_handoff_items),
-        new_items=await change(data.new_items),
     )
 
 
@@ -354,9 +344,10 @@ async def _run_delegate(
         data = await apply_handoff_input_filter(settings.input_filter, data)
     elif settings.nest_handoff_history:
         store = effective.store if effective is not None else None
-        if cap is not None and store is not None:
-            prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
-            data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
+        if cap is not None and effective is not None and store is not None:
+            found = long_tool_returns(data, cap, f'handoff/{_safe_run_segment(ctx.run_id)}')
+            if found:
+                data = with_cuts(data, await save_long_returns(found, cap, store, store_timeout(effective)))
         data = await nest_off_loop(
             data, history_mapper=settings.history_mapper, summary_role=settings.summary_role, max_record_chars=cap
         )

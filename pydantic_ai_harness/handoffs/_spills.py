@@ -4,14 +4,12 @@ The delegate inherits the delegating agent's `OverflowingToolOutput` (its store 
 own, so every handle its history mentions can be paged. When it cannot be (the delegate reduces into another store,
 or nobody can), the tool return says so plainly instead of pointing at tools that are not there.
 
-A record longer than the summary's cap is cut; when a store is available the full record is written to it first and
-the cut says under which handle, so nothing is lost.
+A record longer than the summary's cap is cut (see `_long_records`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
@@ -21,8 +19,8 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
 
 from .._typing import is_items, is_object
-from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
-from ._cut import cut_text, with_content
+from ..overflowing_tool_output import OverflowingToolOutput
+from ._cut import with_content
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (
     build_summary_from_records,
@@ -38,7 +36,6 @@ __all__ = (
     'mark_unreadable_spills',
     'readable_here',
     'spill_handles',
-    'spill_long_tool_returns',
 )
 
 _inherited: ContextVar[OverflowingToolOutput | None] = ContextVar(
@@ -180,43 +177,4 @@ def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessa
             else:
                 parts.append(part)
         result.append(rewrap(message, parts))
-    return tuple(result)
-
-
-def _safe_segment(text: str) -> str:
-    """A key segment from model-written text (a tool call id): short, plain characters, and distinct per value."""
-    plain = ''.join(c for c in text if c.isascii() and (c.isalnum() or c in '-_'))[:40]
-    return f'{plain}-{hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]}'
-
-
-async def spill_long_tool_returns(
-    messages: Sequence[ModelMessage], limit: int, store: OverflowStore, key_prefix: str
-) -> tuple[ModelMessage, ...]:
-    """`messages` with every tool return longer than `limit` cut, its full text first written to `store`.
-
-    The cut names the handle, so the delegate (which reduces into the same store) pages the full record back. A
-    failed write leaves the return as it is; nesting then cuts it saying the rest was not kept.
-    """
-    result: list[ModelMessage] = []
-    for message in messages:
-        if not isinstance(message, ModelRequest):
-            result.append(message)
-            continue
-        parts: list[Part] = []
-        changed = False
-        for part in message.parts:
-            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else None
-            if text is None or len(text) <= limit or not isinstance(part, ToolReturnPart):
-                parts.append(part)
-                continue
-            data = text.encode('utf-8', 'surrogatepass')
-            key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{hashlib.sha256(data).hexdigest()[:16]}'
-            try:
-                handle = await store.write(key, data)
-            except Exception:  # noqa: BLE001 - a failed write only means the cut says the rest was not kept
-                parts.append(part)
-                continue
-            parts.append(with_content(part, cut_text(text, limit, handle)))
-            changed = True
-        result.append(rewrap(message, parts) if changed else message)
     return tuple(result)
