@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
-import functools
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
-import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
@@ -22,17 +19,10 @@ from pydantic_ai.run import AgentRunResult
 
 from .._typing import is_items, is_object
 from ._config import HandoffConfig, SummaryRole, with_overrides
-from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._history import (
-    apply_handoff_input_filter,
-    check_message_history,
-    handoff_input_from_context,
-    prepend_system_prompts,
-    without_system_prompts,
-)
-from ._long_records import long_tool_returns, save_long_returns, store_timeout, with_cuts
-from ._nesting import nest_handoff_history as _nest
-from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here
+from ._data import HandoffHistoryMapper, HandoffInputFilter
+from ._delegate_history import DelegateSpills, build_delegate_history, nest_off_loop
+from ._history import check_message_history, prepend_system_prompts
+from ._spills import agent_overflow, inherited_overflow, readable_here
 from ._tracing import DelegationMode, delegation_span
 
 __all__ = (
@@ -135,50 +125,9 @@ def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
 _DEFAULT_CONFIG = HandoffConfig()
 
 
-_OFF_LOOP_CHARS = 200_000
-"""Histories with more text than this are nested in a worker thread, so a long parse never blocks the event loop."""
-
-
-def _text_size(data: HandoffInputData) -> int:
-    history = data.input_history
-    messages = () if isinstance(history, str) else history
-    size = len(history) if isinstance(history, str) else 0
-    for segment in (messages, data.pre_handoff_items, data.new_items):
-        for message in segment:
-            for part in message.parts:
-                content = getattr(part, 'content', None)
-                if isinstance(content, str):
-                    size += len(content)
-    return size
-
-
-async def nest_off_loop(data: HandoffInputData, **options: Any) -> HandoffInputData:
-    """`nest_handoff_history(data, **options)`, in a worker thread when the history holds much text.
-
-    Parsing and rendering are linear but pure Python (~0.3 s for 1.6 MB of short records): run inline they would
-    hold the event loop, and every run in the process with it. The current context is copied into the thread, so
-    the summary wrappers in effect apply there too.
-    """
-    if _text_size(data) < _OFF_LOOP_CHARS:
-        return _nest(data, **options)
-    context = contextvars.copy_context()
-    return await anyio.to_thread.run_sync(functools.partial(context.run, functools.partial(_nest, data, **options)))
-
-
 def _safe_run_segment(run_id: str | None) -> str:
     plain = ''.join(c for c in run_id or 'run' if c.isascii() and (c.isalnum() or c in '-_'))[:64]
     return plain or 'run'
-
-
-def _map_segments(
-    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], tuple[ModelMessage, ...]]
-) -> HandoffInputData:
-    history = data.input_history
-    return data.clone(
-        input_history=history if isinstance(history, str) else change(history),
-        pre_handoff_items=change(data.pre_handoff_items),
-        new_items=change(data.new_items),
-    )
 
 
 def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) -> bool:
@@ -321,15 +270,6 @@ async def _run_delegate(
     run_kwargs: dict[str, Any],
 ) -> AgentRunResult[Any]:
     """Build the delegate's history from `ctx` with `settings`, check it, and run `agent` on it."""
-    cap = settings.max_record_chars
-    data = handoff_input_from_context(ctx, target_name=agent.name)
-    if not settings.forward_system_prompt:
-        history_in = data.input_history
-        data = data.clone(
-            input_history=history_in if isinstance(history_in, str) else without_system_prompts(history_in),
-            pre_handoff_items=without_system_prompts(data.pre_handoff_items),
-            new_items=without_system_prompts(data.new_items),
-        )
     # Spills: the delegate inherits the delegating agent's OverflowingToolOutput unless it has its own.
     own = agent_overflow(agent, run_kwargs.get('capabilities'))
     source = agent_overflow(ctx.agent) or inherited_overflow().get()
@@ -338,21 +278,8 @@ async def _run_delegate(
         given: object = run_kwargs.get('capabilities')
         run_kwargs['capabilities'] = [*(given if is_items(given) else ()), source]
         effective = source
-    if not readable_here(effective, source):
-        data = _map_segments(data, mark_unreadable_spills)
-    if settings.input_filter is not None:
-        data = await apply_handoff_input_filter(settings.input_filter, data)
-    elif settings.nest_handoff_history:
-        store = effective.store if effective is not None else None
-        if cap is not None and effective is not None and store is not None:
-            found = long_tool_returns(data, cap, f'handoff/{_safe_run_segment(ctx.run_id)}')
-            if found:
-                data = with_cuts(data, await save_long_returns(found, cap, store, store_timeout(effective)))
-        data = await nest_off_loop(
-            data, history_mapper=settings.history_mapper, summary_role=settings.summary_role, max_record_chars=cap
-        )
-    history = data.to_message_history()
-    check_message_history(history)
+    spills = DelegateSpills(readable_here(effective, source), effective, f'handoff/{_safe_run_segment(ctx.run_id)}')
+    history = await build_delegate_history(ctx, agent.name, settings, spills)
 
     run_kwargs.setdefault('deps', ctx.deps)
     run_kwargs.setdefault('usage', ctx.usage)

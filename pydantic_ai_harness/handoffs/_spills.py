@@ -144,13 +144,37 @@ def _summary_part(message: ModelMessage, part: Part) -> bool:
     return isinstance(part, UserPromptPart) and isinstance(part.content, str) and not answers_tool_calls(message)
 
 
+_NAMES_A_HANDLE = 'under handle '
+"""What every text `_HANDLE_MENTION` matches holds: a text without it names no handle, and needs no parsing."""
+
+
+def _may_need_a_note(message: ModelMessage) -> bool:
+    """A cheap first check (no parsing, no rendering): whether `message` holds a tool return with metadata (where
+    spills record their handles), or a text that starts like a summary and names a handle.
+    """
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart):
+            if part.metadata:
+                return True
+            continue
+        content = getattr(part, 'content', None)
+        if isinstance(content, str) and is_summary_candidate(content) and _NAMES_A_HANDLE in content:
+            return True
+    return False
+
+
 def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
     """`messages` with every spilled tool return, and every summarized one an earlier hop left in a summary, saying
     plainly that its handle cannot be read by the delegate.
+
+    A message that names no handle is kept as it is, after a check that parses and renders nothing.
     """
     wrappers = get_conversation_history_wrappers()
     result: list[ModelMessage] = []
     for message in messages:
+        if not _may_need_a_note(message):
+            result.append(message)
+            continue
         marked: list[Part] = []
         changed = False
         for part in message.parts:

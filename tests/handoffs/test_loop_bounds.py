@@ -170,7 +170,7 @@ def specialist_closing(window: Window, recorder: Recorder) -> Agent[None, str]:
     specialist = Agent(recorder.model, name='specialist')
 
     @specialist.system_prompt(dynamic=True)
-    async def rules() -> str:  # pyright: ignore[reportUnusedFunction]
+    async def rules() -> str:
         window.close()
         return 'You are the specialist.'
 
@@ -186,7 +186,7 @@ def delegating_parent(specialist: Agent[None, str], window: Window, **settings: 
     parent = Agent(FunctionModel(respond), name='parent', deps_type=type(None))
 
     @parent.tool
-    async def ask(ctx: RunContext[None]) -> str:  # pyright: ignore[reportUnusedFunction]
+    async def ask(ctx: RunContext[None]) -> str:
         """Ask the specialist."""
         window.start()
         return (await delegate(specialist, ctx, 'take over', **settings)).output
@@ -212,7 +212,6 @@ async def delegate_in_window(window: Window, history: list[ModelMessage], settin
     assert len(recorder.seen) == 1  # the delegate ran, on the history built
 
 
-@pytest.mark.xfail(strict=True, reason='issue 31/6.2: the history is walked on the event loop')
 @pytest.mark.parametrize('mode', list(SETTINGS))
 async def test_delegate_walks_a_long_history_in_a_worker_thread(mode: str) -> None:
     window = Window(profiled=True)
@@ -220,7 +219,6 @@ async def test_delegate_walks_a_long_history_in_a_worker_thread(mode: str) -> No
     assert window.called == []  # measured before: every walker, on the loop's thread
 
 
-@pytest.mark.xfail(strict=True, reason='issue 31/6.2: the loop is held 346-477 ms')
 @pytest.mark.parametrize('mode', list(SETTINGS))
 async def test_delegate_does_not_hold_the_event_loop_on_a_long_history(history: list[ModelMessage], mode: str) -> None:
     window = Window()
@@ -228,7 +226,6 @@ async def test_delegate_does_not_hold_the_event_loop_on_a_long_history(history: 
     assert window.worst < LAG_BOUND, f'the loop was held {window.worst * 1000:.0f} ms'
 
 
-@pytest.mark.xfail(strict=True, reason='issue 31/6.2: the history is walked on the event loop')
 @pytest.mark.parametrize('settings', [{'input_filter': remove_all_tools}, {'nest_handoff_history': True}])
 async def test_handoff_history_rewrites_a_long_history_off_the_event_loop(settings: dict[str, Any]) -> None:
     window, recorder = Window(profiled=True), Recorder()
@@ -257,7 +254,6 @@ def calls_on_this_thread(work: Callable[[], object], code: types.CodeType) -> in
     return calls
 
 
-@pytest.mark.xfail(strict=True, reason='issue 31/6.2: every summary is parsed')
 def test_marking_a_history_that_names_no_handle_parses_nothing(history: list[ModelMessage]) -> None:
     """Nothing to mark: the 8.8 MB summary is not parsed, and every message is kept as it is."""
     marked: list[tuple[ModelMessage, ...]] = []
@@ -272,10 +268,11 @@ def test_a_summary_that_names_a_handle_is_still_marked() -> None:
         '3. {"type": "function_call_output", "call_id": "c", "output": "Saved in full under handle \'h1\': 9 lines"}',
     )
     [marked] = mark_unreadable_spills([ModelResponse(parts=[TextPart(summary)])])
-    assert "the full output saved under 'h1' cannot be read by this agent" in marked.parts[0].content
+    [part] = marked.parts
+    assert isinstance(part, TextPart)
+    assert "the full output saved under 'h1' cannot be read by this agent" in part.content
 
 
-@pytest.mark.xfail(strict=True, reason='issue 31/6.2: no such check yet')
 def test_the_size_check_reads_a_bounded_prefix() -> None:
     """Deciding whether a history is large never walks all of it."""
     from pydantic_ai_harness.handoffs._worker import is_large
