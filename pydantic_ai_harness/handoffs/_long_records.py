@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
-from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore, Spill
+from ..overflowing_tool_output import Band, OverflowingToolOutput, OverflowStore
+from ..overflowing_tool_output._checks import spill_timeout
 from ..overflowing_tool_output._spill import store_write
 from ._cut import cut_text, with_content
 from ._data import HandoffInputData
 from ._parts import Part, rewrap
 
 __all__ = (
-    'DEFAULT_STORE_TIMEOUT',
     'LongReturn',
     'long_tool_returns',
     'save_long_returns',
@@ -33,10 +33,6 @@ __all__ = (
 )
 
 logger = logging.getLogger('pydantic_ai_harness.handoffs')
-
-DEFAULT_STORE_TIMEOUT: float = Spill().timeout
-"""Seconds a delegation waits for a store whose `OverflowingToolOutput` has no `Spill` action: `Spill`'s own
-default (30 s)."""
 
 _FAILED = 'the store failed to save it'
 
@@ -63,23 +59,12 @@ class LongReturn:
 
 def store_timeout(overflow: OverflowingToolOutput[Any]) -> float:
     """The shortest `Spill.timeout` among the bands of `overflow` (every band list, `then` chains and the step
-    budget's action included), else `DEFAULT_STORE_TIMEOUT`.
+    budget's action included), else `Spill`'s default (30 s), as the capability's aging takes without `Aging.timeout`.
     """
-    actions: list[object] = [band.action for band in overflow.bands]
-    actions.extend(band.action for bands in overflow.per_tool.values() for band in bands)
-    if overflow.step_budget is not None:
-        actions.append(overflow.step_budget.action)
-    timeouts = [action.timeout for action in _chained(actions) if isinstance(action, Spill)]
-    return min(timeouts, default=DEFAULT_STORE_TIMEOUT)
-
-
-def _chained(actions: Sequence[object]) -> Iterator[object]:
-    for action in actions:
-        seen = 0
-        while action is not None and seen < 64:  # `then` chains are short; the cap only guards against a cycle
-            yield action
-            action = getattr(action, 'then', None)
-            seen += 1
+    band_lists: list[Sequence[Band]] = [overflow.bands, *overflow.per_tool.values()]
+    if overflow.step_budget is not None and overflow.step_budget.action is not None:
+        band_lists.append([Band(over=0, action=overflow.step_budget.action)])
+    return spill_timeout(band_lists)
 
 
 def _segments(data: HandoffInputData) -> tuple[Sequence[ModelMessage], ...]:
