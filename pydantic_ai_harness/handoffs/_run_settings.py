@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
 from ._delegation import Delegation, RunHandoffs, active_run_handoffs
+from ._recorded_answer import ANSWERED_BY_METADATA_KEY, recorded_answer
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
-
-ANSWERED_BY_METADATA_KEY = 'pydantic_ai_harness_answered_by'
-"""`metadata` key of the response `Handoffs` appends to a run that handed off: the name of the agent that answered."""
 
 
 @dataclass
@@ -97,7 +94,15 @@ class Handoffs(AbstractCapability[AgentDepsT]):
         messages = result.all_messages()
         delegation = _final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
         if delegation is not None:
-            messages.append(_answer_message(delegation, ctx.run_id))
+            answer = await recorded_answer(
+                ctx,
+                messages,
+                output=delegation.output,
+                agent_name=delegation.agent_name,
+                call_id=delegation.tool_call_id,
+                max_chars=self.config.max_record_chars,
+            )
+            messages.append(answer)
         return result
 
 
@@ -116,23 +121,6 @@ def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Deleg
         if delegation.tool_call_id in answered:
             return delegation
     return None
-
-
-def _answer_text(output: Any) -> str:
-    if isinstance(output, str):
-        return output
-    try:
-        return json.dumps(output, ensure_ascii=False, default=lambda value: getattr(value, '__dict__', str(value)))
-    except (TypeError, ValueError):
-        return str(output)
-
-
-def _answer_message(delegation: Delegation[Any], run_id: str | None) -> ModelResponse:
-    return ModelResponse(
-        parts=[TextPart(_answer_text(delegation.output))],
-        run_id=run_id,
-        metadata={ANSWERED_BY_METADATA_KEY: delegation.agent_name or 'delegate'},
-    )
 
 
 def answered_by(messages: Sequence[ModelMessage]) -> str | None:

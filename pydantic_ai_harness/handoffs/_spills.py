@@ -32,6 +32,7 @@ from ._transcript import (
 
 __all__ = (
     'agent_overflow',
+    'find_overflow',
     'inherited_overflow',
     'mark_unreadable_spills',
     'readable_here',
@@ -52,7 +53,8 @@ def _is_capability(value: object) -> TypeGuard[AbstractCapability[Any]]:
     return isinstance(value, AbstractCapability)
 
 
-def _find(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
+def find_overflow(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
+    """The first `OverflowingToolOutput` among `capabilities` and the capabilities they hold."""
     found: list[OverflowingToolOutput] = []
 
     def visit(capability: AbstractCapability[Any]) -> None:
@@ -73,7 +75,7 @@ def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingTo
         candidates.append(root)
     if is_items(run_capabilities):
         candidates.extend(run_capabilities)
-    return _find(candidates)
+    return find_overflow(candidates)
 
 
 def spill_handles(part: ToolReturnPart) -> list[str]:

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .._typing import is_array, is_dict
 
-__all__ = ('OFF_LOOP_CHARS', 'OFF_LOOP_ITEMS', 'OFF_LOOP_MESSAGES', 'is_large', 'run_off_loop')
+__all__ = ('OFF_LOOP_CHARS', 'OFF_LOOP_ITEMS', 'OFF_LOOP_MESSAGES', 'is_large', 'run_off_loop', 'value_is_large')
 
 _T = TypeVar('_T')
 
@@ -85,6 +85,11 @@ def is_large(*segments: str | Sequence[ModelMessage]) -> bool:
                 if budget.spent(getattr(part, 'content', None)) or budget.spent(getattr(part, 'args', None)):
                     return True
     return False
+
+
+def value_is_large(value: object) -> bool:
+    """Whether rendering `value` (a delegate's output, say) is too much work for the event loop."""
+    return _Budget().spent(value)
 
 
 async def run_off_loop(ctx: RunContext[Any] | None, work: Callable[[], _T], *, large: bool) -> _T:
