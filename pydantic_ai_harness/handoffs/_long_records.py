@@ -56,6 +56,10 @@ class LongReturn:
     key: str
     """The store key it is saved under (the same text gets the same key, so a replay writes nothing new)."""
 
+    data: bytes
+    """Its text as UTF-8, as it is written (encoded with the rest of the scan, off the event loop for a long
+    history)."""
+
 
 def store_timeout(overflow: OverflowingToolOutput[Any]) -> float:
     """The shortest `Spill.timeout` among the bands of `overflow` (every band list, `then` chains and the step
@@ -91,9 +95,9 @@ def long_tool_returns(data: HandoffInputData, limit: int, key_prefix: str) -> li
                 text = part.model_response_str(wrap_if_error=False)
                 if len(text) <= limit:
                     continue
-                digest = hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]
-                key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{digest}'
-                found.append(LongReturn(segment, index, number, text, key))
+                payload = text.encode('utf-8', 'surrogatepass')
+                key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{hashlib.sha256(payload).hexdigest()[:16]}'
+                found.append(LongReturn(segment, index, number, text, key, payload))
     return found
 
 
@@ -114,8 +118,7 @@ async def save_long_returns(
         if left <= 0:
             cuts[where] = cut_text(record.text, limit, None, not_kept=late)
             continue
-        data = record.text.encode('utf-8', 'surrogatepass')
-        handle, reason = await store_write(store, record.key, data, left)
+        handle, reason = await store_write(store, record.key, record.data, left)
         if handle is not None:
             cuts[where] = cut_text(record.text, limit, handle)
             continue

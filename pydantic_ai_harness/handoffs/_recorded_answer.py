@@ -41,12 +41,15 @@ def answer_text(output: Any) -> str:
 
 
 def _handoff_call(messages: Sequence[ModelMessage], call_id: str | None) -> ToolCallPart:
-    """The call that handed off (an output tool's), the last response with that id; a stand-in if none has."""
+    """The call that handed off (an output tool's): in the last response, whose calls the run's last request
+    answers; a stand-in if it is not there.
+    """
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
             for part in message.parts:
                 if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
                     return part
+            break
     return ToolCallPart('handoff', {}, call_id or 'handoff')
 
 
