@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any, TypeGuard
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart, UserPromptPart
 
 from .._typing import is_items, is_object
 from ..overflowing_tool_output import OverflowingToolOutput
@@ -35,6 +35,7 @@ __all__ = (
     'find_overflow',
     'inherited_overflow',
     'mark_unreadable_spills',
+    'metadata_handles',
     'readable_here',
     'spill_handles',
 )
@@ -80,7 +81,11 @@ def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingTo
 
 def spill_handles(part: ToolReturnPart) -> list[str]:
     """The handles `OverflowingToolOutput` recorded in a tool return's metadata (return value and content)."""
-    metadata = part.metadata
+    return metadata_handles(part.metadata)
+
+
+def metadata_handles(metadata: object) -> list[str]:
+    """The handles `OverflowingToolOutput` recorded in `metadata` (a tool return's, or a recorded answer's)."""
     if not is_object(metadata):
         return []
     handles = [
@@ -152,8 +157,11 @@ _NAMES_A_HANDLE = 'under handle '
 
 def _may_need_a_note(message: ModelMessage) -> bool:
     """A cheap first check (no parsing, no rendering): whether `message` holds a tool return with metadata (where
-    spills record their handles), or a text that starts like a summary and names a handle.
+    spills record their handles), is a response whose metadata names a handle (an answer `Handoffs` recorded and
+    the capability spilled), or holds a text that starts like a summary and names a handle.
     """
+    if isinstance(message, ModelResponse) and message.metadata and metadata_handles(message.metadata):
+        return True
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
             if part.metadata:
@@ -165,42 +173,64 @@ def _may_need_a_note(message: ModelMessage) -> bool:
     return False
 
 
+def _with_marked_summaries(message: ModelMessage, wrappers: tuple[str, str]) -> ModelMessage:
+    marked: list[Part] = []
+    changed = False
+    for part in message.parts:
+        content = getattr(part, 'content', None)
+        if isinstance(content, str) and _summary_part(message, part):
+            text = _mark_summary(content, wrappers)
+            if text is not None:
+                marked.append(dataclasses.replace(part, content=text))
+                changed = True
+                continue
+        marked.append(part)
+    return rewrap(message, marked) if changed else message
+
+
+def _with_marked_returns(message: ModelRequest) -> ModelMessage:
+    if not any(isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts):
+        return message
+    parts: list[Part] = []
+    for part in message.parts:
+        text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
+        if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
+            parts.append(with_content(part, text + _unreadable_note(handles)))
+        else:
+            parts.append(part)
+    return rewrap(message, parts)
+
+
+def _with_marked_answer(message: ModelResponse) -> ModelMessage:
+    """A recorded answer the capability spilled: its text names the handle, and now says it cannot be read."""
+    handles = metadata_handles(message.metadata)
+    if not handles:
+        return message
+    parts: list[Part] = []
+    changed = False
+    for part in message.parts:
+        if isinstance(part, TextPart) and _NOTE_START not in part.content and any(h in part.content for h in handles):
+            parts.append(dataclasses.replace(part, content=part.content + _unreadable_note(handles)))
+            changed = True
+        else:
+            parts.append(part)
+    return rewrap(message, parts) if changed else message
+
+
 def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
-    """`messages` with every spilled tool return, and every summarized one an earlier hop left in a summary, saying
-    plainly that its handle cannot be read by the delegate.
+    """`messages` with every spilled tool return, every spilled answer `Handoffs` recorded, and every summarized
+    spill an earlier hop left in a summary, saying plainly that its handle cannot be read by the delegate.
 
     A message that names no handle is kept as it is, after a check that parses and renders nothing.
     """
     wrappers = get_conversation_history_wrappers()
     result: list[ModelMessage] = []
     for message in messages:
-        if not _may_need_a_note(message):
-            result.append(message)
-            continue
-        marked: list[Part] = []
-        changed = False
-        for part in message.parts:
-            content = getattr(part, 'content', None)
-            if isinstance(content, str) and _summary_part(message, part):
-                text = _mark_summary(content, wrappers)
-                if text is not None:
-                    marked.append(dataclasses.replace(part, content=text))
-                    changed = True
-                    continue
-            marked.append(part)
-        if changed:
-            message = rewrap(message, marked)
-        if not isinstance(message, ModelRequest) or not any(
-            isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts
-        ):
-            result.append(message)
-            continue
-        parts: list[Part] = []
-        for part in message.parts:
-            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
-            if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
-                parts.append(with_content(part, text + _unreadable_note(handles)))
+        if _may_need_a_note(message):
+            message = _with_marked_summaries(message, wrappers)
+            if isinstance(message, ModelRequest):
+                message = _with_marked_returns(message)
             else:
-                parts.append(part)
-        result.append(rewrap(message, parts))
+                message = _with_marked_answer(message)
+        result.append(message)
     return tuple(result)

@@ -135,3 +135,39 @@ async def test_a_short_answer_is_recorded_as_it_is(tmp_path: Path) -> None:
     overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path))
     result = await router_agent(router, 'Refund issued.', Handoffs(), overflow).run('Go')
     assert result.all_messages()[-1].parts == [TextPart('Refund issued.')]
+
+
+async def test_a_delegate_that_cannot_read_the_spilled_answer_is_told_so(tmp_path: Path) -> None:
+    """The next turn delegates on: a specialist reducing into another store sees the recorded answer's handle
+    marked as one it cannot read, as a spilled tool return is."""
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path / 'parent'))
+    first = await router_agent(Router(), five_mb_answer(), Handoffs(), overflow).run('Research everything')
+
+    reader = Recorder()
+    elsewhere = OverflowingToolOutput(store=LocalFileStore(tmp_path / 'other'))
+    specialist = Agent(reader.model, name='specialist', capabilities=[elsewhere])
+
+    def ask_once(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) and p.tool_name == 'ask' for p in messages[-1].parts):
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('ask', {}, 'c_ask')])
+
+    follow_up = Agent(FunctionModel(ask_once), name='router', deps_type=type(None), capabilities=[overflow])
+
+    @follow_up.tool
+    async def ask(ctx: RunContext[None]) -> str:
+        """Ask the specialist."""
+        return (await delegate(specialist, ctx, 'Which warehouse ships the last order?')).output
+
+    await follow_up.run('Ask the specialist', message_history=first.all_messages())
+    [answer] = [
+        p.content
+        for m in reader.last
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, TextPart) and 'returned too much to show' in p.content
+    ]
+    assert answer.endswith(
+        'cannot be read by this agent: it has no read_tool_result or grep_tool_result over the '
+        'store it is in. Work from the preview above, or ask the agent that handed over.]'
+    )
