@@ -184,7 +184,10 @@ async def delegate(
     query tools), and passes it on to the delegations it makes; when the delegate cannot read the store a spilled
     tool return is in, that return says so in its history. Before nesting, a tool output longer than
     `max_record_chars` is saved in full to the delegate's store (when its `OverflowingToolOutput` has a `store`) and
-    cut with its handle. A history holding much text is nested in a worker thread.
+    cut with its handle; the writes of one delegation share one deadline, that capability's shortest
+    `Spill.timeout`, and a record the store did not take is cut saying so. A long history (over 200 messages,
+    1,000 parts and values, or 200,000 characters) is split, filtered by a synchronous filter, nested and checked in
+    a worker thread, so it never holds the event loop.
 
     `config` defaults to the run-wide settings of a
     [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability on the delegating run (or on a run that started

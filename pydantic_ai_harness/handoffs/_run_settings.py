@@ -33,7 +33,10 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     When the run ends with a handoff made in an output function (the delegate's output is the run's output), the
     run's history gets a final response holding the delegate's answer, marked with the delegate's name (see
     [`answered_by`][pydantic_ai_harness.handoffs.answered_by]), so the conversation passed on to the next turn
-    records who said what. pydantic-ai itself answers that call with `Final result processed.` only.
+    records who said what. pydantic-ai itself answers that call with `Final result processed.` only. That answer
+    is held to a tool return's bounds: the run's `OverflowingToolOutput` reduces it as the return of the handoff's
+    call (a long one is spilled, and the history names its handle), or, without one, it is cut to
+    `config.max_record_chars`. The run's output is the whole answer.
     """
 
     config: HandoffConfig = field(default_factory=HandoffConfig)

@@ -82,7 +82,10 @@ def is_large(*segments: str | Sequence[ModelMessage]) -> bool:
             continue
         for message in segment:
             for part in message.parts:
-                if budget.spent(getattr(part, 'content', None)) or budget.spent(getattr(part, 'args', None)):
+                if budget.spent(getattr(part, 'content', None)):
+                    return True
+                args = getattr(part, 'args', None)  # a tool call's
+                if args is not None and budget.spent(args):
                     return True
     return False
 

@@ -20,10 +20,10 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import anyio
 import pytest
@@ -273,10 +273,34 @@ def test_a_summary_that_names_a_handle_is_still_marked() -> None:
     assert "the full output saved under 'h1' cannot be read by this agent" in part.content
 
 
+class Watched(Sequence[ModelMessage]):
+    """A history that remembers how far it was read."""
+
+    def __init__(self, messages: list[ModelMessage]) -> None:
+        self.messages = messages
+        self.read = 0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    @overload
+    def __getitem__(self, index: int) -> ModelMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ModelMessage]: ...
+    def __getitem__(self, index: int | slice) -> ModelMessage | Sequence[ModelMessage]:
+        if isinstance(index, slice):
+            raise NotImplementedError
+        self.read = max(self.read, index + 1)
+        return self.messages[index]
+
+
 def test_the_size_check_reads_a_bounded_prefix() -> None:
-    """Deciding whether a history is large never walks all of it."""
+    """Deciding whether a history is large stops once it is over a bound: it never walks all of it."""
     from pydantic_ai_harness.handoffs._worker import is_large
 
+    many_parts = Watched([ModelRequest(parts=[UserPromptPart('hi')] * 100) for _ in range(150)])  # 15,000 parts
+    assert is_large(many_parts)
+    assert many_parts.read == 11  # 1,001 parts read: over 1,000, the rest not looked at
     small = long_history(50)[2:]  # no summary: a few hundred characters
     assert not is_large(small)
     assert is_large(small, 'x' * 200_001)
