@@ -16,6 +16,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import ToolDefinition
 
 from .._typing import is_items, is_object
 from ._config import HandoffConfig, SummaryRole, with_overrides
@@ -29,6 +30,7 @@ __all__ = (
     'Delegation',
     'RunHandoffs',
     'active_run_handoffs',
+    'calling_tool',
     'check_message_history',
     'delegate',
     'delegation_mode',
@@ -96,6 +98,10 @@ class RunHandoffs:
     )
     """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
 
+    handoff_tools: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
+    """The definition of each output tool a delegation was made from, by call id: the tool a recorded answer is
+    reduced as a return of (the run no longer lists its tools once it ends)."""
+
 
 _UNRECORDED_WARNING = (
     "delegate() ran in an output function of a run without the Handoffs capability: the delegate's answer becomes "
@@ -105,12 +111,17 @@ _UNRECORDED_WARNING = (
 )
 
 
-def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
-    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+def calling_tool(ctx: RunContext[Any]) -> ToolDefinition | None:
+    """The definition of the tool (or output tool) whose call `ctx` runs, when the run knows it."""
     manager = ctx.tool_manager
     if manager is None or ctx.tool_name is None or manager.tools is None:
-        return 'tool'
-    tool_def = manager.get_tool_def(ctx.tool_name)
+        return None
+    return manager.get_tool_def(ctx.tool_name)
+
+
+def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
+    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+    tool_def = calling_tool(ctx)
     return 'handoff' if tool_def is not None and tool_def.kind == 'output' else 'tool'
 
 
@@ -262,6 +273,9 @@ async def delegate(
     delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
     if run_handoffs is not None:
         run_handoffs.delegations.append((ctx.run_id, delegation))
+        tool_def = calling_tool(ctx)
+        if mode == 'handoff' and tool_def is not None and ctx.tool_call_id is not None:
+            run_handoffs.handoff_tools[ctx.tool_call_id] = tool_def
     return delegation
 
 

@@ -53,12 +53,6 @@ def _handoff_call(messages: Sequence[ModelMessage], call_id: str | None) -> Tool
     return ToolCallPart('handoff', {}, call_id or 'handoff')
 
 
-def _tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition:
-    manager = ctx.tool_manager
-    found = manager.get_tool_def(name) if manager is not None and manager.tools is not None else None
-    return found or ToolDefinition(name=name)
-
-
 def _run_overflow(ctx: RunContext[Any]) -> OverflowingToolOutput[Any] | None:
     """The run's `OverflowingToolOutput` (the agent's or the run's own), else the one its delegation inherits."""
     root = ctx.root_capability
@@ -66,16 +60,21 @@ def _run_overflow(ctx: RunContext[Any]) -> OverflowingToolOutput[Any] | None:
 
 
 async def _reduced(
-    ctx: RunContext[Any], overflow: OverflowingToolOutput[Any], call: ToolCallPart, output: Any
+    ctx: RunContext[Any],
+    overflow: OverflowingToolOutput[Any],
+    call: ToolCallPart,
+    tool_def: ToolDefinition | None,
+    output: Any,
 ) -> tuple[str, dict[str, Any]]:
-    """`output` reduced by `overflow` as the return of `call`: the text to record, and the notes on what was done."""
+    """`output` reduced by `overflow` as the return of `call` to `tool_def`: the text to record, and the notes on
+    what was done.
+    """
     try:
         args = call.args_as_dict()
     except ValueError:
         args = {}
-    reduced = await overflow.after_tool_execute(
-        ctx, call=call, tool_def=_tool_def(ctx, call.tool_name), args=args, result=output
-    )
+    tool_def = tool_def or ToolDefinition(name=call.tool_name, kind='output')
+    reduced = await overflow.after_tool_execute(ctx, call=call, tool_def=tool_def, args=args, result=output)
     notes: dict[str, Any] = {}
     if isinstance(reduced, ToolReturn):
         metadata: object = reduced.metadata
@@ -93,17 +92,18 @@ async def recorded_answer(
     output: Any,
     agent_name: str | None,
     call_id: str | None,
+    tool_def: ToolDefinition | None,
     max_chars: int | None,
 ) -> ModelResponse:
     """The response `Handoffs` appends for a handoff's answer: `output`, held to the bounds of a tool return.
 
-    Reduced by the run's `OverflowingToolOutput` as the return of the handoff's call (`call_id`), when the run has
-    one; else cut to `max_chars` (`None`: whole).
+    Reduced by the run's `OverflowingToolOutput` as the return of the handoff's call (`call_id`, to the output tool
+    `tool_def`), when the run has one; else cut to `max_chars` (`None`: whole).
     """
     notes: dict[str, Any] = {}
     overflow = _run_overflow(ctx)
     if overflow is not None:
-        text, notes = await _reduced(ctx, overflow, _handoff_call(messages, call_id), output)
+        text, notes = await _reduced(ctx, overflow, _handoff_call(messages, call_id), tool_def, output)
     else:
         text = await run_off_loop(ctx, functools.partial(answer_text, output), large=value_is_large(output))
         if max_chars is not None:

@@ -103,6 +103,7 @@ class Handoffs(AbstractCapability[AgentDepsT]):
                 output=delegation.output,
                 agent_name=delegation.agent_name,
                 call_id=delegation.tool_call_id,
+                tool_def=state.handoff_tools.get(delegation.tool_call_id or ''),
                 max_chars=self.config.max_record_chars,
             )
             messages.append(answer)

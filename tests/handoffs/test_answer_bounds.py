@@ -25,9 +25,10 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
-from pydantic_ai_harness.handoffs import HandoffConfig, Handoffs, answered_by, delegate
-from pydantic_ai_harness.overflowing_tool_output import Aging, LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.handoffs import Delegation, HandoffConfig, Handoffs, answered_by, delegate
+from pydantic_ai_harness.overflowing_tool_output import Aging, LocalFileStore, OverflowingToolOutput, SecretRedaction
 
 from ._helpers import Recorder
 
@@ -171,3 +172,79 @@ async def test_a_delegate_that_cannot_read_the_spilled_answer_is_told_so(tmp_pat
         'cannot be read by this agent: it has no read_tool_result or grep_tool_result over the '
         'store it is in. Work from the preview above, or ask the agent that handed over.]'
     )
+
+
+async def test_the_capability_given_to_the_run_reduces_the_answer_too(tmp_path: Path) -> None:
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path))
+    result = await router_agent(Router(), five_mb_answer(), Handoffs()).run('Go', capabilities=[overflow])
+    [part] = result.all_messages()[-1].parts
+    assert isinstance(part, TextPart) and len(part.content) < 10_000 and len(handles(part.content)) == 1
+
+
+async def test_a_tool_filter_that_leaves_the_handoff_out_leaves_the_answer_whole(tmp_path: Path) -> None:
+    """As it would leave a return of that tool: the capability's configuration decides."""
+
+    def function_tools_only(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+        return tool_def.kind != 'output'
+
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path), tool_filter=function_tools_only)
+    result = await router_agent(Router(), 'y' * 30_000, Handoffs(), overflow).run('Go')
+    assert result.all_messages()[-1].parts == [TextPart('y' * 30_000)]
+
+
+async def test_the_answer_is_masked_as_a_return_would_be(tmp_path: Path) -> None:
+    redaction = SecretRedaction(preset='none', patterns={'Ticket Key': 'TKT-[0-9A-F]{16}'})
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path), redact_secrets=redaction)
+    answer = 'Use ticket TKT-0123456789ABCDEF to track it.'
+    result = await router_agent(Router(), answer, Handoffs(), overflow).run('Go')
+    assert result.output == answer  # the run's output is the delegate's, as it answered
+    assert result.all_messages()[-1].parts == snapshot(
+        [TextPart(content='Use ticket [secret withheld: Ticket Key] to track it.')]
+    )
+
+
+async def test_the_delegation_keeps_the_whole_answer(tmp_path: Path) -> None:
+    answer = five_mb_answer()
+    specialist = Agent(Recorder(answer).model, name='research')
+    delegations: list[Delegation[str]] = []
+
+    async def to_research(ctx: RunContext[None]) -> str:
+        """Hand the conversation to research."""
+        delegations.append(await delegate(specialist, ctx, 'Find everything'))
+        return delegations[-1].output
+
+    router = Router()
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path))
+    agent = Agent(router.model, name='router', output_type=[to_research, str], capabilities=[Handoffs(), overflow])
+    await agent.run('Go')
+    [delegation] = delegations
+    assert delegation.output == answer
+    assert delegation.messages()[-1].parts == [TextPart(answer)]
+
+
+async def test_a_delegate_reduces_its_own_handoffs_answer_with_the_capability_it_inherits(tmp_path: Path) -> None:
+    """Two hops: the middle agent has no `OverflowingToolOutput`, inherits the parent's, and hands off in turn."""
+    middle = router_agent(Router(), five_mb_answer(), Handoffs())  # hands off to research, records its answer
+    seen: list[Delegation[str]] = []
+
+    def ask_once(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) and p.tool_name == 'ask' for p in messages[-1].parts):
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('ask', {}, 'c_ask')])
+
+    overflow = OverflowingToolOutput(store=LocalFileStore(tmp_path))
+    parent = Agent(FunctionModel(ask_once), name='parent', deps_type=type(None), capabilities=[overflow])
+
+    @parent.tool
+    async def ask(ctx: RunContext[None]) -> str:
+        """Ask the middle agent."""
+        seen.append(await delegate(middle, ctx, 'Research it'))
+        return 'asked'
+
+    await parent.run('Go')
+    [delegation] = seen
+    assert len(delegation.output) > 5_000_000
+    recorded = delegation.messages()[-1]
+    assert isinstance(recorded, ModelResponse) and answered_by([recorded]) == 'research'
+    [part] = recorded.parts
+    assert isinstance(part, TextPart) and len(part.content) < 10_000 and len(handles(part.content)) == 1

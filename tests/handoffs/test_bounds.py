@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,15 +125,21 @@ async def test_a_hung_store_is_bounded_by_the_spill_timeout_once_per_delegation(
     )
 
 
-async def test_a_failing_store_cuts_each_record_without_showing_the_error() -> None:
+async def test_a_failing_store_cuts_each_record_without_showing_the_error(caplog: pytest.LogCaptureFixture) -> None:
     """A store that raises is tried for each record (it costs nothing); the model is told the record was not
-    kept, never the store's error message (it may hold a path)."""
+    kept, never the store's error message (it may hold a path): that goes to the log."""
     store = RaisingStore()
     recorder = Recorder()
     own = OverflowingToolOutput(bands=[Band(over=10_000_000, action=Spill(timeout=5))], store=store)
     specialist = Agent(recorder.model, name='specialist', capabilities=[own])
-    await reading_triage(specialist, records=2).run('Read the two records')
+    with caplog.at_level(logging.WARNING, logger='pydantic_ai_harness.handoffs'):
+        await reading_triage(specialist, records=2).run('Read the two records')
     assert store.attempts == 2
+    logged = (
+        'delegate() could not save a 50010-character tool output to the store, so its record is cut: '
+        "the store failed: OSError(28, 'No space left on device')"
+    )
+    assert [record.getMessage() for record in caplog.records] == [logged, logged]
     [summary] = summary_texts(recorder.last)
     assert '/srv/secret' not in summary and 'No space left' not in summary
     assert cut_notes(summary) == snapshot(

@@ -226,6 +226,23 @@ async def test_delegate_does_not_hold_the_event_loop_on_a_long_history(history: 
     assert window.worst < LAG_BOUND, f'the loop was held {window.worst * 1000:.0f} ms'
 
 
+async def test_a_synchronous_filter_runs_in_the_worker_and_an_async_one_on_the_loop() -> None:
+    threads: list[str] = []
+
+    def sync_filter(data: HandoffInputData) -> HandoffInputData:
+        threads.append('loop' if threading.current_thread() is loop_thread else 'worker')
+        return data
+
+    async def async_filter(data: HandoffInputData) -> HandoffInputData:
+        threads.append('loop' if threading.current_thread() is loop_thread else 'worker')
+        return data
+
+    loop_thread = threading.current_thread()
+    for input_filter in (sync_filter, async_filter):
+        await delegate_in_window(Window(), long_history(1_000), {'input_filter': input_filter})
+    assert threads == ['worker', 'loop']
+
+
 @pytest.mark.parametrize('settings', [{'input_filter': remove_all_tools}, {'nest_handoff_history': True}])
 async def test_handoff_history_rewrites_a_long_history_off_the_event_loop(settings: dict[str, Any]) -> None:
     window, recorder = Window(profiled=True), Recorder()
