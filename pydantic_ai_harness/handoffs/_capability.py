@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
 from ._config import SummaryRole, check_history_settings
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._delegation import nest_off_loop
-from ._history import (
-    apply_handoff_input_filter,
-    check_message_history,
-    prepend_system_prompts,
-    return_ids,
-    without_system_prompts,
-)
+from ._delegate_history import checked_history
+from ._history import apply_handoff_input_filter, prepend_system_prompts, return_ids, without_system_prompts
+from ._nesting import nest_handoff_history
+from ._worker import is_large, run_off_loop
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -81,14 +79,17 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
         earlier = messages[:start]
         if not earlier or any(_stamp(message) == ctx.run_id for message in earlier):
             return request_context
-        handed = tuple(earlier) if self.forward_system_prompt else without_system_prompts(earlier)
-        data = HandoffInputData(input_history=handed, pre_handoff_items=(), new_items=(), run_context=ctx)
+        large = is_large(earlier)  # then every step that walks the history runs in a worker thread
+        data = await run_off_loop(ctx, functools.partial(self._handed, ctx, earlier), large=large)
         if self.input_filter is not None:
-            data = await apply_handoff_input_filter(self.input_filter, data)
+            data = await apply_handoff_input_filter(self.input_filter, data, large=large)
         else:
-            data = await nest_off_loop(data, history_mapper=self.history_mapper, summary_role=self.summary_role)
-        rewritten = data.to_message_history()
-        check_message_history(rewritten)
+            nest = functools.partial(
+                nest_handoff_history, data, history_mapper=self.history_mapper, summary_role=self.summary_role
+            )
+            data = await run_off_loop(ctx, nest, large=large)
+        rewritten = await run_off_loop(ctx, functools.partial(checked_history, data), large=large)
+        own_prompts: list[SystemPromptPart] = []
         if ctx.agent is not None:
             own_prompts = await ctx.agent.system_prompt_parts(
                 deps=ctx.deps,
@@ -98,12 +99,24 @@ class HandoffHistory(AbstractCapability[AgentDepsT]):
                 usage=ctx.usage,
                 model_settings=cast('ModelSettings | None', ctx.model_settings),
             )
-            rewritten = prepend_system_prompts(rewritten, own_prompts)
-        stamped = [_with_stamp(message, ctx.run_id) for message in rewritten]
+        stamp = functools.partial(_stamped, rewritten, own_prompts, ctx.run_id)
+        stamped = await run_off_loop(ctx, stamp, large=large)
         new_messages = [*stamped, *messages[start:]]
         request_context.messages = list(new_messages)
         ctx.messages[:] = new_messages
         return request_context
+
+    def _handed(self, ctx: RunContext[AgentDepsT], earlier: list[ModelMessage]) -> HandoffInputData:
+        """The earlier messages as a handoff's input history, without their system prompts unless forwarded."""
+        handed = tuple(earlier) if self.forward_system_prompt else without_system_prompts(earlier)
+        return HandoffInputData(input_history=handed, pre_handoff_items=(), new_items=(), run_context=ctx)
+
+
+def _stamped(
+    rewritten: list[ModelMessage], own_prompts: Sequence[SystemPromptPart], run_id: str | None
+) -> list[ModelMessage]:
+    """`rewritten` headed by the agent's own system prompts, every message stamped with the run id."""
+    return [_with_stamp(message, run_id) for message in prepend_system_prompts(rewritten, own_prompts)]
 
 
 def _is_model(model: object) -> TypeGuard[Model[Any]]:

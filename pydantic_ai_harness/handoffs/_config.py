@@ -110,7 +110,8 @@ class HandoffConfig:
     max_record_chars: int | None = 20_000
     """Nesting cuts the text of every summarized record longer than this (a tool output, a message), saying so;
     a cut tool output is saved in full to the store of the delegate's `OverflowingToolOutput` first, when it has
-    one with a `store`, and the cut names its handle. `None` keeps records whole, as in the SDK."""
+    one with a `store`, and the cut names its handle. The answer `Handoffs` records for a handoff is cut to it too
+    when the run has no `OverflowingToolOutput` to reduce it. `None` keeps records whole, as in the SDK."""
 
     def __post_init__(self) -> None:
         check_history_settings(self)

@@ -15,20 +15,27 @@ def with_content(part: ToolReturnPart, content: str) -> ToolReturnPart:
     return new
 
 
-def _cut_note(shown: int, total: int, handle: str | None) -> str:
+_NO_STORE = 'no store to save it in'
+"""Why a cut record's rest was not kept, when nothing could have kept it."""
+
+
+def _cut_note(shown: int, total: int, handle: str | None, not_kept: str) -> str:
     where = (
         f"the full record is saved under handle '{handle}': read_tool_result(handle) pages it, "
         'grep_tool_result(handle, pattern) searches it'
         if handle is not None
-        else 'the rest was not kept (no store to save it in)'
+        else f'the rest was not kept ({not_kept})'
     )
     return f' [... record cut: the first {shown} of {total} characters are shown; {where}.]'
 
 
-def cut_text(text: str, limit: int, handle: str | None) -> str:
-    """`text` cut so that, with the note saying so, it is at most `limit` characters long (never cut again)."""
+def cut_text(text: str, limit: int, handle: str | None, *, not_kept: str = _NO_STORE) -> str:
+    """`text` cut so that, with the note saying so, it is at most `limit` characters long (never cut again).
+
+    The note names `handle`, where the full text is saved; without one it says the rest was not kept, and why.
+    """
     if len(text) <= limit:
         return text
-    note = _cut_note(0, len(text), handle)
+    note = _cut_note(0, len(text), handle, not_kept)
     shown = max(limit - len(note) - 8, 0)  # room for the digits of `shown` in the final note
-    return text[:shown] + _cut_note(shown, len(text), handle)
+    return text[:shown] + _cut_note(shown, len(text), handle, not_kept)

@@ -2,42 +2,35 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
-import functools
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
-import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import ToolDefinition
 
 from .._typing import is_items, is_object
 from ._config import HandoffConfig, SummaryRole, with_overrides
-from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
-from ._history import (
-    apply_handoff_input_filter,
-    check_message_history,
-    handoff_input_from_context,
-    prepend_system_prompts,
-    without_system_prompts,
-)
-from ._nesting import nest_handoff_history as _nest
-from ._spills import agent_overflow, inherited_overflow, mark_unreadable_spills, readable_here, spill_long_tool_returns
+from ._data import HandoffHistoryMapper, HandoffInputFilter
+from ._delegate_history import DelegateSpills, build_delegate_history, nest_off_loop
+from ._history import check_message_history, prepend_system_prompts
+from ._spills import agent_overflow, inherited_overflow, readable_here
 from ._tracing import DelegationMode, delegation_span
 
 __all__ = (
     'Delegation',
     'RunHandoffs',
     'active_run_handoffs',
+    'calling_tool',
     'check_message_history',
     'delegate',
     'delegation_mode',
@@ -105,6 +98,10 @@ class RunHandoffs:
     )
     """`(run id of the delegating run, delegation)` for every delegation made while these settings were active."""
 
+    handoff_tools: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
+    """The definition of each output tool a delegation was made from, by call id: the tool a recorded answer is
+    reduced as a return of (the run no longer lists its tools once it ends)."""
+
 
 _UNRECORDED_WARNING = (
     "delegate() ran in an output function of a run without the Handoffs capability: the delegate's answer becomes "
@@ -114,12 +111,17 @@ _UNRECORDED_WARNING = (
 )
 
 
-def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
-    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+def calling_tool(ctx: RunContext[Any]) -> ToolDefinition | None:
+    """The definition of the tool (or output tool) whose call `ctx` runs, when the run knows it."""
     manager = ctx.tool_manager
     if manager is None or ctx.tool_name is None or manager.tools is None:
-        return 'tool'
-    tool_def = manager.get_tool_def(ctx.tool_name)
+        return None
+    return manager.get_tool_def(ctx.tool_name)
+
+
+def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
+    """`'handoff'` when `ctx` is an output function's (its call is to an output tool), else `'tool'`."""
+    tool_def = calling_tool(ctx)
     return 'handoff' if tool_def is not None and tool_def.kind == 'output' else 'tool'
 
 
@@ -134,61 +136,9 @@ def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
 _DEFAULT_CONFIG = HandoffConfig()
 
 
-_OFF_LOOP_CHARS = 200_000
-"""Histories with more text than this are nested in a worker thread, so a long parse never blocks the event loop."""
-
-
-def _text_size(data: HandoffInputData) -> int:
-    history = data.input_history
-    messages = () if isinstance(history, str) else history
-    size = len(history) if isinstance(history, str) else 0
-    for segment in (messages, data.pre_handoff_items, data.new_items):
-        for message in segment:
-            for part in message.parts:
-                content = getattr(part, 'content', None)
-                if isinstance(content, str):
-                    size += len(content)
-    return size
-
-
-async def nest_off_loop(data: HandoffInputData, **options: Any) -> HandoffInputData:
-    """`nest_handoff_history(data, **options)`, in a worker thread when the history holds much text.
-
-    Parsing and rendering are linear but pure Python (~0.3 s for 1.6 MB of short records): run inline they would
-    hold the event loop, and every run in the process with it. The current context is copied into the thread, so
-    the summary wrappers in effect apply there too.
-    """
-    if _text_size(data) < _OFF_LOOP_CHARS:
-        return _nest(data, **options)
-    context = contextvars.copy_context()
-    return await anyio.to_thread.run_sync(functools.partial(context.run, functools.partial(_nest, data, **options)))
-
-
 def _safe_run_segment(run_id: str | None) -> str:
     plain = ''.join(c for c in run_id or 'run' if c.isascii() and (c.isalnum() or c in '-_'))[:64]
     return plain or 'run'
-
-
-def _map_segments(
-    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], tuple[ModelMessage, ...]]
-) -> HandoffInputData:
-    history = data.input_history
-    return data.clone(
-        input_history=history if isinstance(history, str) else change(history),
-        pre_handoff_items=change(data.pre_handoff_items),
-        new_items=change(data.new_items),
-    )
-
-
-async def _map_segments_async(
-    data: HandoffInputData, change: Callable[[Sequence[ModelMessage]], Awaitable[tuple[ModelMessage, ...]]]
-) -> HandoffInputData:
-    history = data.input_history
-    return data.clone(
-        input_history=history if isinstance(history, str) else await change(history),
-        pre_handoff_items=await change(data.pre_handoff_items),
-        new_items=await change(data.new_items),
-    )
 
 
 def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) -> bool:
@@ -245,7 +195,10 @@ async def delegate(
     query tools), and passes it on to the delegations it makes; when the delegate cannot read the store a spilled
     tool return is in, that return says so in its history. Before nesting, a tool output longer than
     `max_record_chars` is saved in full to the delegate's store (when its `OverflowingToolOutput` has a `store`) and
-    cut with its handle. A history holding much text is nested in a worker thread.
+    cut with its handle; the writes of one delegation share one deadline, that capability's shortest
+    `Spill.timeout`, and a record the store did not take is cut saying so. A long history (over 200 messages,
+    1,000 parts and values, or 200,000 characters) is split, filtered by a synchronous filter, nested and checked in
+    a worker thread, so it never holds the event loop.
 
     `config` defaults to the run-wide settings of a
     [`Handoffs`][pydantic_ai_harness.handoffs.Handoffs] capability on the delegating run (or on a run that started
@@ -320,6 +273,9 @@ async def delegate(
     delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
     if run_handoffs is not None:
         run_handoffs.delegations.append((ctx.run_id, delegation))
+        tool_def = calling_tool(ctx)
+        if mode == 'handoff' and tool_def is not None and ctx.tool_call_id is not None:
+            run_handoffs.handoff_tools[ctx.tool_call_id] = tool_def
     return delegation
 
 
@@ -331,15 +287,6 @@ async def _run_delegate(
     run_kwargs: dict[str, Any],
 ) -> AgentRunResult[Any]:
     """Build the delegate's history from `ctx` with `settings`, check it, and run `agent` on it."""
-    cap = settings.max_record_chars
-    data = handoff_input_from_context(ctx, target_name=agent.name)
-    if not settings.forward_system_prompt:
-        history_in = data.input_history
-        data = data.clone(
-            input_history=history_in if isinstance(history_in, str) else without_system_prompts(history_in),
-            pre_handoff_items=without_system_prompts(data.pre_handoff_items),
-            new_items=without_system_prompts(data.new_items),
-        )
     # Spills: the delegate inherits the delegating agent's OverflowingToolOutput unless it has its own.
     own = agent_overflow(agent, run_kwargs.get('capabilities'))
     source = agent_overflow(ctx.agent) or inherited_overflow().get()
@@ -348,20 +295,8 @@ async def _run_delegate(
         given: object = run_kwargs.get('capabilities')
         run_kwargs['capabilities'] = [*(given if is_items(given) else ()), source]
         effective = source
-    if not readable_here(effective, source):
-        data = _map_segments(data, mark_unreadable_spills)
-    if settings.input_filter is not None:
-        data = await apply_handoff_input_filter(settings.input_filter, data)
-    elif settings.nest_handoff_history:
-        store = effective.store if effective is not None else None
-        if cap is not None and store is not None:
-            prefix = f'handoff/{_safe_run_segment(ctx.run_id)}'
-            data = await _map_segments_async(data, lambda ms: spill_long_tool_returns(ms, cap, store, prefix))
-        data = await nest_off_loop(
-            data, history_mapper=settings.history_mapper, summary_role=settings.summary_role, max_record_chars=cap
-        )
-    history = data.to_message_history()
-    check_message_history(history)
+    spills = DelegateSpills(readable_here(effective, source), effective, f'handoff/{_safe_run_segment(ctx.run_id)}')
+    history = await build_delegate_history(ctx, agent.name, settings, spills)
 
     run_kwargs.setdefault('deps', ctx.deps)
     run_kwargs.setdefault('usage', ctx.usage)

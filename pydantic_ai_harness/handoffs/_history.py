@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import logging
@@ -23,6 +24,7 @@ from pydantic_ai.messages import (
 
 from ._data import HandoffInputData
 from ._parts import PARENT_STATE_PARTS, Part, keep_parts, rewrap
+from ._worker import run_off_loop
 
 __all__ = (
     'apply_handoff_input_filter',
@@ -182,8 +184,13 @@ def check_message_history(messages: Sequence[ModelMessage]) -> None:
         raise UserError('Invalid handoff history: it ends with a suspended response, which no new prompt can follow.')
 
 
-async def apply_handoff_input_filter(input_filter: Any, data: HandoffInputData) -> HandoffInputData:
+async def apply_handoff_input_filter(
+    input_filter: Any, data: HandoffInputData, *, large: bool = False
+) -> HandoffInputData:
     """Run `input_filter` on `data`, awaiting an awaitable result, and check what it returns.
+
+    With `large`, the filter is called in a worker thread (see `run_off_loop`): a synchronous filter does its work
+    there, an async one only makes its coroutine there, which then runs on the event loop.
 
     Raises:
         UserError: `Invalid input filter: ...` if it is not callable, `Invalid input filter result: ...` if it does
@@ -191,7 +198,8 @@ async def apply_handoff_input_filter(input_filter: Any, data: HandoffInputData) 
     """
     if not callable(input_filter):
         raise UserError(f'Invalid input filter: {input_filter}')
-    filtered: Any = input_filter(data)
+    large = large and not inspect.iscoroutinefunction(input_filter)  # an async def's call does no work
+    filtered: Any = await run_off_loop(data.run_context, functools.partial(input_filter, data), large=large)
     if inspect.isawaitable(filtered):
         filtered = await filtered
     if not isinstance(filtered, HandoffInputData):

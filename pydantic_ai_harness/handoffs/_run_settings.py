@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
 from ._delegation import Delegation, RunHandoffs, active_run_handoffs
+from ._recorded_answer import ANSWERED_BY_METADATA_KEY, recorded_answer
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
-
-ANSWERED_BY_METADATA_KEY = 'pydantic_ai_harness_answered_by'
-"""`metadata` key of the response `Handoffs` appends to a run that handed off: the name of the agent that answered."""
 
 
 @dataclass
@@ -36,7 +33,10 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     When the run ends with a handoff made in an output function (the delegate's output is the run's output), the
     run's history gets a final response holding the delegate's answer, marked with the delegate's name (see
     [`answered_by`][pydantic_ai_harness.handoffs.answered_by]), so the conversation passed on to the next turn
-    records who said what. pydantic-ai itself answers that call with `Final result processed.` only.
+    records who said what. pydantic-ai itself answers that call with `Final result processed.` only. That answer
+    is held to a tool return's bounds: the run's `OverflowingToolOutput` reduces it as the return of the handoff's
+    call (a long one is spilled, and the history names its handle), or, without one, it is cut to
+    `config.max_record_chars`. The run's output is the whole answer.
     """
 
     config: HandoffConfig = field(default_factory=HandoffConfig)
@@ -97,7 +97,16 @@ class Handoffs(AbstractCapability[AgentDepsT]):
         messages = result.all_messages()
         delegation = _final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
         if delegation is not None:
-            messages.append(_answer_message(delegation, ctx.run_id))
+            answer = await recorded_answer(
+                ctx,
+                messages,
+                output=delegation.output,
+                agent_name=delegation.agent_name,
+                call_id=delegation.tool_call_id,
+                tool_def=state.handoff_tools.get(delegation.tool_call_id or ''),
+                max_chars=self.config.max_record_chars,
+            )
+            messages.append(answer)
         return result
 
 
@@ -116,23 +125,6 @@ def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Deleg
         if delegation.tool_call_id in answered:
             return delegation
     return None
-
-
-def _answer_text(output: Any) -> str:
-    if isinstance(output, str):
-        return output
-    try:
-        return json.dumps(output, ensure_ascii=False, default=lambda value: getattr(value, '__dict__', str(value)))
-    except (TypeError, ValueError):
-        return str(output)
-
-
-def _answer_message(delegation: Delegation[Any], run_id: str | None) -> ModelResponse:
-    return ModelResponse(
-        parts=[TextPart(_answer_text(delegation.output))],
-        run_id=run_id,
-        metadata={ANSWERED_BY_METADATA_KEY: delegation.agent_name or 'delegate'},
-    )
 
 
 def answered_by(messages: Sequence[ModelMessage]) -> str | None:

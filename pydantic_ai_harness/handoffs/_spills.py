@@ -4,25 +4,23 @@ The delegate inherits the delegating agent's `OverflowingToolOutput` (its store 
 own, so every handle its history mentions can be paged. When it cannot be (the delegate reduces into another store,
 or nobody can), the tool return says so plainly instead of pointing at tools that are not there.
 
-A record longer than the summary's cap is cut; when a store is available the full record is written to it first and
-the cut says under which handle, so nothing is lost.
+A record longer than the summary's cap is cut (see `_long_records`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeGuard
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart, UserPromptPart
 
 from .._typing import is_items, is_object
-from ..overflowing_tool_output import OverflowingToolOutput, OverflowStore
-from ._cut import cut_text, with_content
+from ..overflowing_tool_output import OverflowingToolOutput
+from ._cut import with_content
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (
     build_summary_from_records,
@@ -34,11 +32,12 @@ from ._transcript import (
 
 __all__ = (
     'agent_overflow',
+    'find_overflow',
     'inherited_overflow',
     'mark_unreadable_spills',
+    'metadata_handles',
     'readable_here',
     'spill_handles',
-    'spill_long_tool_returns',
 )
 
 _inherited: ContextVar[OverflowingToolOutput | None] = ContextVar(
@@ -55,7 +54,8 @@ def _is_capability(value: object) -> TypeGuard[AbstractCapability[Any]]:
     return isinstance(value, AbstractCapability)
 
 
-def _find(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
+def find_overflow(capabilities: Iterable[Any]) -> OverflowingToolOutput | None:
+    """The first `OverflowingToolOutput` among `capabilities` and the capabilities they hold."""
     found: list[OverflowingToolOutput] = []
 
     def visit(capability: AbstractCapability[Any]) -> None:
@@ -76,12 +76,16 @@ def agent_overflow(agent: object, run_capabilities: Any = None) -> OverflowingTo
         candidates.append(root)
     if is_items(run_capabilities):
         candidates.extend(run_capabilities)
-    return _find(candidates)
+    return find_overflow(candidates)
 
 
 def spill_handles(part: ToolReturnPart) -> list[str]:
     """The handles `OverflowingToolOutput` recorded in a tool return's metadata (return value and content)."""
-    metadata = part.metadata
+    return metadata_handles(part.metadata)
+
+
+def metadata_handles(metadata: object) -> list[str]:
+    """The handles `OverflowingToolOutput` recorded in `metadata` (a tool return's, or a recorded answer's)."""
     if not is_object(metadata):
         return []
     handles = [
@@ -147,76 +151,86 @@ def _summary_part(message: ModelMessage, part: Part) -> bool:
     return isinstance(part, UserPromptPart) and isinstance(part.content, str) and not answers_tool_calls(message)
 
 
+_NAMES_A_HANDLE = 'under handle '
+"""What every text `_HANDLE_MENTION` matches holds: a text without it names no handle, and needs no parsing."""
+
+
+def _may_need_a_note(message: ModelMessage) -> bool:
+    """A cheap first check (no parsing, no rendering): whether `message` holds a tool return with metadata (where
+    spills record their handles), is a response whose metadata names a handle (an answer `Handoffs` recorded and
+    the capability spilled), or holds a text that starts like a summary and names a handle.
+    """
+    if isinstance(message, ModelResponse) and message.metadata and metadata_handles(message.metadata):
+        return True
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart):
+            if part.metadata:
+                return True
+            continue
+        content = getattr(part, 'content', None)
+        if isinstance(content, str) and is_summary_candidate(content) and _NAMES_A_HANDLE in content:
+            return True
+    return False
+
+
+def _with_marked_summaries(message: ModelMessage, wrappers: tuple[str, str]) -> ModelMessage:
+    marked: list[Part] = []
+    changed = False
+    for part in message.parts:
+        content = getattr(part, 'content', None)
+        if isinstance(content, str) and _summary_part(message, part):
+            text = _mark_summary(content, wrappers)
+            if text is not None:
+                marked.append(dataclasses.replace(part, content=text))
+                changed = True
+                continue
+        marked.append(part)
+    return rewrap(message, marked) if changed else message
+
+
+def _with_marked_returns(message: ModelRequest) -> ModelMessage:
+    if not any(isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts):
+        return message
+    parts: list[Part] = []
+    for part in message.parts:
+        text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
+        if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
+            parts.append(with_content(part, text + _unreadable_note(handles)))
+        else:
+            parts.append(part)
+    return rewrap(message, parts)
+
+
+def _with_marked_answer(message: ModelResponse) -> ModelMessage:
+    """A recorded answer the capability spilled: its text names the handle, and now says it cannot be read."""
+    handles = metadata_handles(message.metadata)
+    if not handles:
+        return message
+    parts: list[Part] = []
+    changed = False
+    for part in message.parts:
+        if isinstance(part, TextPart) and _NOTE_START not in part.content and any(h in part.content for h in handles):
+            parts.append(dataclasses.replace(part, content=part.content + _unreadable_note(handles)))
+            changed = True
+        else:
+            parts.append(part)
+    return rewrap(message, parts) if changed else message
+
+
 def mark_unreadable_spills(messages: Sequence[ModelMessage]) -> tuple[ModelMessage, ...]:
-    """`messages` with every spilled tool return, and every summarized one an earlier hop left in a summary, saying
-    plainly that its handle cannot be read by the delegate.
+    """`messages` with every spilled tool return, every spilled answer `Handoffs` recorded, and every summarized
+    spill an earlier hop left in a summary, saying plainly that its handle cannot be read by the delegate.
+
+    A message that names no handle is kept as it is, after a check that parses and renders nothing.
     """
     wrappers = get_conversation_history_wrappers()
     result: list[ModelMessage] = []
     for message in messages:
-        marked: list[Part] = []
-        changed = False
-        for part in message.parts:
-            content = getattr(part, 'content', None)
-            if isinstance(content, str) and _summary_part(message, part):
-                text = _mark_summary(content, wrappers)
-                if text is not None:
-                    marked.append(dataclasses.replace(part, content=text))
-                    changed = True
-                    continue
-            marked.append(part)
-        if changed:
-            message = rewrap(message, marked)
-        if not isinstance(message, ModelRequest) or not any(
-            isinstance(part, ToolReturnPart) and spill_handles(part) for part in message.parts
-        ):
-            result.append(message)
-            continue
-        parts: list[Part] = []
-        for part in message.parts:
-            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else ''
-            if isinstance(part, ToolReturnPart) and (handles := spill_handles(part)) and _NOTE_START not in text:
-                parts.append(with_content(part, text + _unreadable_note(handles)))
+        if _may_need_a_note(message):
+            message = _with_marked_summaries(message, wrappers)
+            if isinstance(message, ModelRequest):
+                message = _with_marked_returns(message)
             else:
-                parts.append(part)
-        result.append(rewrap(message, parts))
-    return tuple(result)
-
-
-def _safe_segment(text: str) -> str:
-    """A key segment from model-written text (a tool call id): short, plain characters, and distinct per value."""
-    plain = ''.join(c for c in text if c.isascii() and (c.isalnum() or c in '-_'))[:40]
-    return f'{plain}-{hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]}'
-
-
-async def spill_long_tool_returns(
-    messages: Sequence[ModelMessage], limit: int, store: OverflowStore, key_prefix: str
-) -> tuple[ModelMessage, ...]:
-    """`messages` with every tool return longer than `limit` cut, its full text first written to `store`.
-
-    The cut names the handle, so the delegate (which reduces into the same store) pages the full record back. A
-    failed write leaves the return as it is; nesting then cuts it saying the rest was not kept.
-    """
-    result: list[ModelMessage] = []
-    for message in messages:
-        if not isinstance(message, ModelRequest):
-            result.append(message)
-            continue
-        parts: list[Part] = []
-        changed = False
-        for part in message.parts:
-            text = part.model_response_str(wrap_if_error=False) if isinstance(part, ToolReturnPart) else None
-            if text is None or len(text) <= limit or not isinstance(part, ToolReturnPart):
-                parts.append(part)
-                continue
-            data = text.encode('utf-8', 'surrogatepass')
-            key = f'{key_prefix}/{_safe_segment(part.tool_call_id)}/{hashlib.sha256(data).hexdigest()[:16]}'
-            try:
-                handle = await store.write(key, data)
-            except Exception:  # noqa: BLE001 - a failed write only means the cut says the rest was not kept
-                parts.append(part)
-                continue
-            parts.append(with_content(part, cut_text(text, limit, handle)))
-            changed = True
-        result.append(rewrap(message, parts) if changed else message)
+                message = _with_marked_answer(message)
+        result.append(message)
     return tuple(result)
