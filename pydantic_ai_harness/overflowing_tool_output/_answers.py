@@ -10,6 +10,7 @@ from pydantic_ai import ModelRetry
 
 from ._names import READ_TOOL_NAME
 from ._query import Line
+from ._visible import visible
 
 __all__ = (
     'DEFAULT_LIMIT',
@@ -115,8 +116,10 @@ def number_width(lines: list[Line]) -> int:
 
 
 def render_line(line: Line, width: int, mark: str = '') -> str:
-    """`line` as shown: its number, and where it was cut, how to read the rest."""
-    text = f'{mark}{line.number:>{width}}| {line.text}'
+    """`line` as shown: its number, its text with control characters escaped, and where it was cut, how to read the
+    rest.
+    """
+    text = f'{mark}{line.number:>{width}}| {visible(line.text)}'
     if line.cut:
         remaining = line.length - line.shown_bytes
         text += (

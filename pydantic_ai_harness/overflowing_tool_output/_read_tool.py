@@ -30,7 +30,17 @@ from ._grep import grep_lines, grep_lines_backward
 from ._grep_tool import line_for_hit, searched_in_part
 from ._handles import open_handle
 from ._matcher import Matcher
-from ._query import Payload, hex_dump, line_of_offset, read_byte_window, read_lines, read_lines_at, sniff_type
+from ._query import (
+    ByteWindow,
+    Payload,
+    hex_dump,
+    line_of_offset,
+    read_byte_window,
+    read_lines,
+    read_lines_at,
+    sniff_type,
+)
+from ._visible import INVALID_TO_REPLACEMENT, visible, visible_prefix
 from .stores._protocol import OverflowStore
 
 __all__ = ('read_tool_result',)
@@ -242,12 +252,19 @@ async def _read_text_bytes(payload: Payload, offset: int, limit: int, from_end: 
     start = max(0, size - offset - limit) if from_end else offset
     length = (size - offset - start) if from_end else limit
     window = await read_byte_window(payload, start, length, utf8_edges=True)
+    # Control characters are shown escaped, up to four characters each: the window ends where that fills the answer.
+    decoded = window.data.decode('utf-8', 'surrogateescape')
+    keep = visible_prefix(decoded, caps.max_output_chars - FRAME_RESERVE)
+    if keep < len(decoded):
+        decoded = decoded[:keep]
+        window = ByteWindow(window.start, window.start + len(decoded.encode('utf-8', 'surrogateescape')), b'')
+        note += f' [output capped at {caps.max_output_chars} characters]'
+    text = visible(decoded.translate(INVALID_TO_REPLACEMENT))
     line = await line_of_offset(payload, window.start) + 1
     header = (
         f'Stored result {show(handle)}: bytes {window.start}-{window.end - 1} of {size}, starting in line {line}'
         f' (edges moved to whole UTF-8 characters){note}:'
     )
-    text = window.data.decode('utf-8', errors='replace')
     footer: list[str] = []
     if window.end < size:
         footer.append(

@@ -9,13 +9,9 @@ that calls the query tools with the handles it was shown.
 
 from __future__ import annotations
 
-import ast
 import random
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -23,11 +19,9 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -38,10 +32,9 @@ from pydantic_ai_harness.overflowing_tool_output import (
     build_query_toolset,
 )
 
-pytestmark = pytest.mark.anyio
+from ._scripted_queries import RUN_ID, Call, Script, call_arguments
 
-RUN_ID = '019adc3e-8f21-7c4b-9a6e-5d0f2b7c8e13'
-"""A uuid7, the shape of pydantic-ai's default run id."""
+pytestmark = pytest.mark.anyio
 
 MIB = 1 << 20
 FACT = 'fact-7Q2X: the vault code is 5521'
@@ -69,63 +62,6 @@ def table() -> str:
     return '\n'.join(lines)
 
 
-Call = tuple[str, dict[str, Any]]
-
-
-@dataclass
-class Script:
-    """A scripted model: the spill step, then one query call per step built from the handles shown."""
-
-    queries: Callable[[dict[str, str]], list[Call]]
-    """The query calls, from the handle of each tool's spill."""
-
-    first: list[Call] = field(default_factory=lambda: [('dump', {}), ('table', {})])
-    """The calls of the first step."""
-
-    shown: list[str] = field(default_factory=list[str])
-    """Every tool return (or retry prompt) the model was shown, in order."""
-
-    handles: dict[str, str] = field(default_factory=dict[str, str])
-    """The handle of each tool's spill, by tool name."""
-
-    def model(self) -> FunctionModel:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            last = messages[-1]
-            if isinstance(last, ModelRequest):
-                for part in last.parts:
-                    if isinstance(part, ToolReturnPart):
-                        self.shown.append(str(part.content))
-                        if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
-                            self.handles[part.tool_name] = part.metadata['overflow_handle']
-                    elif isinstance(part, RetryPromptPart):
-                        self.shown.append(part.model_response())
-            prompt = max(
-                i
-                for i, message in enumerate(messages)
-                if isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
-            )
-            step = sum(isinstance(message, ModelResponse) for message in messages[prompt:])
-            calls = [self.first] if self.first else []
-            calls += [[call] for call in self.queries(self.handles)] if self.handles or not self.first else []
-            if step >= len(calls):
-                return ModelResponse(parts=[TextPart('done')])
-            return ModelResponse(
-                parts=[
-                    ToolCallPart(name, args, tool_call_id=f'call_{step}_{i}')
-                    for i, (name, args) in enumerate(calls[step])
-                ]
-            )
-
-        return FunctionModel(respond)
-
-
-def call_arguments(call: str) -> dict[str, Any]:
-    """The keyword arguments of a call an answer names, exactly as it writes them."""
-    node = ast.parse(call, mode='eval').body
-    assert isinstance(node, ast.Call) and not node.args
-    return {keyword.arg: ast.literal_eval(keyword.value) for keyword in node.keywords if keyword.arg}
-
-
 def spilling_agent(script: Script, store: LocalFileStore) -> Agent[None, str]:
     agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
     agent.tool_plain(name='dump')(one_line)
@@ -144,7 +80,7 @@ async def test_a_fact_deep_in_a_9_mib_line_is_found_by_every_search(tmp_path: Pa
             ('read_tool_result', {'handle': dump, 'pattern': 'vault code'}),
         ]
 
-    script = Script(queries)
+    script = Script([('dump', {}), ('table', {})], queries)
     await spilling_agent(script, LocalFileStore(base_dir=tmp_path)).run('Find the vault code.', run_id=RUN_ID)
     _previews, grep_literal, grep_regex, grep_all, read = script.shown[:2], *script.shown[2:]
     for answer in (grep_literal, grep_regex, grep_all):
@@ -161,7 +97,7 @@ async def test_a_search_stopped_inside_a_long_line_says_so_first_and_continues_t
     """No time budget at all: each call searches one step of the line, says first where it stopped, and the call it
     names continues there, until both places are found."""
     store = LocalFileStore(base_dir=tmp_path)
-    spilled = Script(lambda handles: [])
+    spilled = Script([('dump', {}), ('table', {})], lambda handles: [])
     history = await spilling_agent(spilled, store).run('Fetch the dump.', run_id=RUN_ID)
     dump = spilled.handles['dump']
 
@@ -189,62 +125,3 @@ async def test_a_search_stopped_inside_a_long_line_says_so_first_and_continues_t
         # What was not searched comes first, with the call that continues there.
         assert answer.splitlines()[0].startswith('Incomplete'), answer[:300]
         assert 'No line matches' not in answer
-
-
-@pytest.mark.xfail(reason='issue 31 section 3: NUL and ESC: previewed as raw text, read back as binary', strict=True)
-async def test_a_text_holding_nul_and_esc_is_text_everywhere_with_its_controls_escaped(tmp_path: Path) -> None:
-    lines = [f'2026-05-01 12:00:{i % 60:02d} \x1b[32mINFO\x1b[0m request {i} ok' for i in range(4_000)]
-    lines[2] = 'header\x00padding\x00'
-    lines[3_000] = '2026-05-01 12:50:00 \x1b[31mERROR\x1b[0m request 3000 failed: quota\x07 exceeded\r (retry 2)'
-    text = '\n'.join(lines)
-
-    def queries(handles: dict[str, str]) -> list[Call]:
-        logs = handles['logs']
-        return [
-            ('read_tool_result', {'handle': logs, 'offset': 2, 'limit': 2}),
-            ('grep_tool_result', {'handle': logs, 'pattern': 'failed', 'context_lines': 0}),
-            ('read_tool_result', {'handle': logs, 'pattern': 'quota'}),
-        ]
-
-    script = Script(queries, first=[('logs', {})])
-    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
-    agent.tool_plain(name='logs')(lambda: text)
-    await agent.run('What failed?', run_id=RUN_ID)
-    preview, read, grep, by_pattern = script.shown
-    for answer in script.shown:
-        assert not re.search('[\x00-\x08\x0b-\x1f\x7f]', answer), answer[:400]
-    assert 'binary' not in ' '.join(script.shown)
-    assert '3| header\\x00padding\\x00' in read
-    assert '\\x1b[31mERROR\\x1b[0m request 3000 failed: quota\\x07 exceeded\\r (retry 2)' in grep
-    assert '3001| ' in by_pattern and 'quota\\x07' in by_pattern
-    assert '\\x1b[32mINFO' in preview
-
-
-@pytest.mark.xfail(reason='issue 31 section 3: bytes that are text are previewed as binary, read as text', strict=True)
-async def test_bytes_that_are_text_are_previewed_and_read_as_text(tmp_path: Path) -> None:
-    data = ''.join(f'12:00:{i % 60:02d} INFO job {i} done\n' for i in range(20_000)).encode()
-
-    def queries(handles: dict[str, str]) -> list[Call]:
-        return [('read_tool_result', {'handle': handles['run'], 'offset': 20_000})]
-
-    script = Script(queries, first=[('run', {})])
-    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
-    agent.tool_plain(name='run')(lambda: data)
-    await agent.run('Did the jobs finish?', run_id=RUN_ID)
-    preview, read = script.shown
-    assert 'binary' not in preview and '20000 lines' in preview
-    assert '20000| 12:00:59 INFO job 19999 done' in read
-
-
-@pytest.mark.xfail(reason='issue 31 section 3: a text of NULs is previewed as text, read back as binary', strict=True)
-async def test_a_text_that_is_mostly_nul_is_binary_everywhere(tmp_path: Path) -> None:
-    def queries(handles: dict[str, str]) -> list[Call]:
-        return [('read_tool_result', {'handle': handles['dump'], 'limit': 2})]
-
-    script = Script(queries, first=[('dump', {})])
-    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
-    agent.tool_plain(name='dump')(lambda: 'PK' + '\x00' * 200_000 + 'end')
-    await agent.run('What is in the dump?', run_id=RUN_ID)
-    preview, read = script.shown
-    assert '\x00' not in preview and 'binary data (200005 bytes' in preview
-    assert 'is binary (200005 bytes)' in read

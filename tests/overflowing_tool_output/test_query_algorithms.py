@@ -149,8 +149,29 @@ def test_the_index_is_the_same_however_its_newlines_are_counted(seed: int, size:
         (b'tests/test_1.py\n' * 50 + b'caf\xe9.txt\n' + b'tests/test_2.py\n' * 50, False),
         ('notes/\udce9t\u00e9.md\n'.encode('utf-8', 'surrogatepass') * 2 + b'readme.md\n' * 20, False),
         (bytes(range(128, 256)) * 10, True),
+        # Control bytes count as not text, but for the line breaks, tab, bell, backspace and ESC (colours).
+        (b'./src/a.py\x00./src/b.py\x00' * 40, False),
+        (b'\x1b[31mFAILED\x1b[0m test_x\r\n' * 40, False),
+        (b'\x00' * 100, True),
+        ('UTF-16 text'.encode('utf-16-le') * 10, True),
+        # Only the first 64 KiB decide: what follows is shown as text, escaped.
+        (b'x' * (64 << 10) + b'\x00' * 100_000, False),
     ],
-    ids=['ascii', 'utf8', 'nul', 'invalid', 'cut-char', 'latin1-name', 'lone-surrogate', 'high-bytes'],
+    ids=[
+        'ascii',
+        'utf8',
+        'nul',
+        'invalid',
+        'cut-char',
+        'latin1-name',
+        'lone-surrogate',
+        'high-bytes',
+        'stray-nuls',
+        'ansi-colours',
+        'nul-run',
+        'utf16',
+        'nuls-after-64-kib',
+    ],
 )
 async def test_binary_detection(data: bytes, binary: bool) -> None:
     assert build_line_index(data).is_binary is binary
