@@ -38,10 +38,10 @@ class _Search:
     """The rendered answer body: a label per result with matches, then its matching lines."""
 
     matches: int = 0
-    """Hits counted in every result searched: matching lines, and each match in a line over `max_bytes`."""
+    """Hits counted in every result searched: matching lines, and each match in a line over `max_line_chars` bytes."""
 
     match_hits: int = 0
-    """Of `matches`, the matches inside lines longer than `QueryLimits.max_bytes`."""
+    """Of `matches`, the matches inside lines longer than `QueryLimits.max_line_chars` bytes."""
 
     shown: int = 0
     """Matching lines shown."""
@@ -145,7 +145,7 @@ async def grep_all_tool_results(
     else:
         shown = 'all' if search.shown == search.matches else f'the first {search.shown}'
         text = (
-            f'{hit_count(GrepResult([], search.matches, True, 0, 0, match_hits=search.match_hits), caps.max_bytes)} '
+            f'{hit_count(GrepResult([], search.matches, True, 0, 0, match_hits=search.match_hits), caps.max_line_chars)} '
             f'for {show(pattern)} ({kind}) in '
             f'{counted(search.results_with_matches, "stored result")} ({scope_text}). Showing {shown}, under the '
             'handle of the result holding them:'
@@ -206,7 +206,9 @@ async def _search_all(
             )
             return
         room = max(max_matches - search.shown, 1)
-        result = await grep_lines(payload, matcher, max_hits=room, deadline=deadline, each_match_over=caps.max_bytes)
+        result = await grep_lines(
+            payload, matcher, max_hits=room, deadline=deadline, each_match_over=caps.max_line_chars
+        )
         search.searched += 1
         search.scanned_bytes += result.stopped_at_byte
         search.matches += result.total
@@ -218,7 +220,7 @@ async def _search_all(
         if result.total or label:
             search.results_with_matches += bool(result.total)
             more = '' if result.complete else 'at least '
-            count = f'{more}{hit_count(result, caps.max_bytes)}' if result.total else 'no match'
+            count = f'{more}{hit_count(result, caps.max_line_chars)}' if result.total else 'no match'
             search.lines.append(
                 f'-- {item.handle} ({item.tool_name}, {counted(payload.index.line_count, "line")}): {count}{label} --'
             )

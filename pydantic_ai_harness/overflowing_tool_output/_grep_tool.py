@@ -89,7 +89,7 @@ async def grep_tool_result(
             max_hits=max_matches,
             deadline=deadline,
             context_before=context_lines,
-            each_match_over=caps.max_bytes,
+            each_match_over=caps.max_line_chars,
         )
         first_byte: int | None = None
         if start:
@@ -287,7 +287,7 @@ async def _render_grep(  # noqa: C901 - groups, their rows and the output cap re
             break
     shown_scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
-        f'{"" if result.complete else "At least "}{hit_count(result, caps.max_bytes)} for {show(pattern)} ({kind}; '
+        f'{"" if result.complete else "At least "}{hit_count(result, caps.max_line_chars)} for {show(pattern)} ({kind}; '
         f'{scope}). Showing {shown_scope}, marked ">", with {counted(context_lines, "line")} of context'
     )
     header += f' [{"; ".join(notes)}]:' if notes else ':'
@@ -358,20 +358,20 @@ def _start_of(hit: Hit, line: int) -> int | None:
 def _group_label(hits: list[Hit]) -> str:
     """The line above a group of matches: where they are, and the offset to read on from the first.
 
-    A line where each match is a hit (a long one) is named once, with its count of matches.
+    A line where each match is a hit (a long one) is named once, with its count of matches, and no line offset to
+    read it by.
     """
-    short = [hit for hit in hits if not hit.in_long_line]
-    long_lines: dict[int, int] = {}
+    per_line: dict[int, int] = {}
     for hit in hits:
-        if hit.in_long_line:
-            long_lines[hit.line] = long_lines.get(hit.line, 0) + 1
-    parts: list[str] = []
-    if len(short) == 1:
-        parts.append(f'match at line {short[0].line}')
-    elif 1 < len(short) <= 5:
-        parts.append(f'matches at lines {", ".join(str(hit.line) for hit in short)}')
-    elif short:
-        parts.append(f'{len(short)} matches at lines {short[0].line}-{short[-1].line}')
-    parts += [f'{counted(count, "match")} in line {line}' for line, count in long_lines.items()]
-    read = f' (read around it: offset={max(1, short[0].line - _LINES_BEFORE)})' if short else ''
-    return f'-- {", ".join(parts)}{read} --'
+        per_line[hit.line] = per_line.get(hit.line, 0) + 1
+    lines = list(per_line)
+    if len(lines) == 1:
+        where = f'{counted(len(hits), "match")} in line {lines[0]}' if len(hits) > 1 else f'match at line {lines[0]}'
+    elif len(lines) <= 5:
+        named = ', '.join(str(line) if count == 1 else f'{line} ({count} matches)' for line, count in per_line.items())
+        where = f'matches at lines {named}'
+    else:
+        where = f'{len(hits)} matches at lines {lines[0]}-{lines[-1]}'
+    if hits[0].in_long_line:
+        return f'-- {where} --'  # its rows say which bytes of the result they show: lines are no unit to read it by
+    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'

@@ -88,19 +88,19 @@ async def test_a_fact_deep_in_a_9_mib_line_is_found_by_every_search(tmp_path: Pa
         assert all(f'the match starts at byte {at}]' in answer for at in FOUND_AT), answer
         assert answer.count('vault code is 5521') == 2 + (answer is grep_all)
     assert grep_literal == snapshot("""\
-2 matches inside lines longer than 16000 bytes for 'vault code' (literal, case-sensitive; 1 line searched). Showing all 2, marked ">", with 2 lines of context:
+2 matches inside lines longer than 1000 bytes for 'vault code' (literal, case-sensitive; 1 line searched). Showing all 2, marked ">", with 2 lines of context:
 -- 2 matches in line 1 --
 >1| ...delta omega delta lambda sigma theta lambda sigma theta beta sigma delta theta lambda sigma delta theta alpha alpha delta delta lambda gamma alpha delta lambda lambda gamma kappa beta sigma lambda kappa gamma alpha theta delta gamma sifact-7Q2X: the vault code is 5521 gamma sigma theta lambda gamma alpha alpha kappa alpha gamma omega gamma sigma gamma lambda theta sigma omega lambda alpha kappa beta lambda beta gamma sigma beta theta omega theta delta sigma beta beta sigma beta beta theta lambda kappa the... [bytes 5242645-5243154 of the result, in line 1 (bytes 0-9437183); the match starts at byte 5242895]
 >1| ...ma kappa theta beta gamma omega gamma alpha omega gamma omega lambda beta omega sigma omega beta gamma delta beta theta delta gamma delta sigma alpha kappa theta omega kappa gamma gamma lambda alpha alpha lambda kappa alpha gamma thetafact-7Q2X: the vault code is 5521pha beta delta beta kappa gamma lambda sigma omega lambda beta delta theta gamma alpha lambda kappa lambda alpha alpha beta beta gamma alpha kappa kappa alpha delta kappa delta beta sigma gamma beta lambda beta sigma beta sigma omega gamma om... [bytes 9332091-9332600 of the result, in line 1 (bytes 0-9437183); the match starts at byte 9332341]\
 """)
     assert grep_regex.splitlines()[0] == snapshot(
-        '2 matches inside lines longer than 16000 bytes for \'vault code is \\\\d+\' (regex; 1 line searched). Showing all 2, marked ">", with 2 lines of context:'
+        '2 matches inside lines longer than 1000 bytes for \'vault code is \\\\d+\' (regex; 1 line searched). Showing all 2, marked ">", with 2 lines of context:'
     )
     assert grep_all == snapshot("""\
-1 matching line and 2 matches inside lines longer than 16000 bytes for 'vault code' (literal, case-sensitive) in 2 stored results (2 stored results searched of the 2 this conversation holds, newest first; 10226078 bytes). Showing all, under the handle of the result holding them:
+1 matching line and 2 matches inside lines longer than 1000 bytes for 'vault code' (literal, case-sensitive) in 2 stored results (2 stored results searched of the 2 this conversation holds, newest first; 10226078 bytes). Showing all, under the handle of the result holding them:
 -- awyddxmbp8 (table, 20000 lines): 1 matching line --
 1235| row 1234: fact-7Q2X: the vault code is 5521
--- 7ewszaymfa (dump, 1 line): 2 matches inside lines longer than 16000 bytes --
+-- 7ewszaymfa (dump, 1 line): 2 matches inside lines longer than 1000 bytes --
 1| ...delta omega delta lambda sigma theta lambda sigma theta beta sigma delta theta lambda sigma delta theta alpha alpha delta delta lambda gamma alpha delta lambda lambda gamma kappa beta sigma lambda kappa gamma alpha theta delta gamma sifact-7Q2X: the vault code is 5521 gamma sigma theta lambda gamma alpha alpha kappa alpha gamma omega gamma sigma gamma lambda theta sigma omega lambda alpha kappa beta lambda beta gamma sigma beta theta omega theta delta sigma beta beta sigma beta beta theta lambda kappa the... [bytes 5242645-5243154 of the result, in line 1 (bytes 0-9437183); the match starts at byte 5242895]
 1| ...ma kappa theta beta gamma omega gamma alpha omega gamma omega lambda beta omega sigma omega beta gamma delta beta theta delta gamma delta sigma alpha kappa theta omega kappa gamma gamma lambda alpha alpha lambda kappa alpha gamma thetafact-7Q2X: the vault code is 5521pha beta delta beta kappa gamma lambda sigma omega lambda beta delta theta gamma alpha lambda kappa lambda alpha alpha beta beta gamma alpha kappa kappa alpha delta kappa delta beta sigma gamma beta lambda beta sigma beta sigma omega gamma om... [bytes 9332091-9332600 of the result, in line 1 (bytes 0-9437183); the match starts at byte 9332341]
 (Read around a match with its handle and line: read_tool_result(handle='awyddxmbp8', offset=1230); one result with context: grep_tool_result(handle='awyddxmbp8', pattern='vault code').)\
@@ -152,11 +152,11 @@ No match for 'vault code' in the part searched (literal, case-sensitive; line 1 
     assert answers[1].splitlines()[:2] == snapshot(
         [
             "Incomplete: the time budget (0 s) ran out inside line 1 of 1; nothing from byte 8388590 on was searched. Continue there: grep_tool_result(handle='7ewszaymfa', pattern='vault code', start=8388590).",
-            'At least 1 match inside lines longer than 16000 bytes for \'vault code\' (literal, case-sensitive; line 1 of 1 searched, only bytes 4194295-8388589). Showing all 1, marked ">", with 2 lines of context:',
+            'At least 1 match inside lines longer than 1000 bytes for \'vault code\' (literal, case-sensitive; line 1 of 1 searched, only bytes 4194295-8388589). Showing all 1, marked ">", with 2 lines of context:',
         ]
     )
     assert answers[2].splitlines()[0] == snapshot(
-        '1 match inside lines longer than 16000 bytes for \'vault code\' (literal, case-sensitive; line 1 of 1 searched, only from byte 8388590). Showing all 1, marked ">", with 2 lines of context:'
+        '1 match inside lines longer than 1000 bytes for \'vault code\' (literal, case-sensitive; line 1 of 1 searched, only from byte 8388590). Showing all 1, marked ">", with 2 lines of context:'
     )
 
 
@@ -195,3 +195,30 @@ async def test_a_regex_that_may_match_more_than_the_overlap_says_so_first(tmp_pa
 Caveat: 1 line was too long for one regex search and searched in windows overlapping by 610 KiB: a match longer than that in it may be missed.
 No line matches '[0-9]{2,}x' (regex; 1 line searched).\
 """)
+
+
+async def test_a_pattern_read_stopped_inside_a_long_line_names_the_search_that_goes_on_there(tmp_path: Path) -> None:
+    """`read_tool_result` starts at a line; inside one, its literal search goes on through `grep_tool_result(start=)`
+    (the same search). Read from the end, the line met first is searched whole, so every call gets further."""
+    store = LocalFileStore(base_dir=tmp_path)
+    spilled = Script([('dump', {})], lambda handles: [])
+    history = await spilling_agent(spilled, store).run('Fetch the dump.', run_id=RUN_ID)
+    dump = spilled.handles['dump']
+    script = Script(
+        [],
+        lambda handles: [
+            ('read_tool_result', {'handle': dump, 'pattern': 'vault code'}),
+            ('read_tool_result', {'handle': dump, 'pattern': 'vault code', 'from_end': True}),
+        ],
+    )
+    toolset = build_query_toolset(store, limits=QueryLimits(time_budget=0), route=lambda _ctx, _handle: store)
+    await Agent(script.model(), toolsets=[toolset]).run('Find it.', message_history=history.all_messages())
+    forward, backward = script.shown[-2:]
+    assert forward == snapshot("""\
+Incomplete: the time budget (0 s) ran out inside line 1 of 1; nothing from byte 4194295 on was searched. Continue there: grep_tool_result(handle='7ewszaymfa', pattern='vault code', start=4194295).
+No line containing 'vault code' (literal, case-sensitive) in the part searched, lines 1-1 (line 1 only before byte 4194295) of the stored result '7ewszaymfa' (1 line).\
+""")
+    assert backward.splitlines()[0] == snapshot(
+        "Stored result '7ewszaymfa': the last 1 line containing 'vault code' (literal, case-sensitive), from lines 1-1 of 1:"
+    )
+    assert f'the match starts at byte {FOUND_AT[0]}]' in backward

@@ -247,9 +247,11 @@ async def test_outputs_are_capped_and_long_lines_cut(tmp_path: Path) -> None:
 async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_group(
     tmp_path: Path, context_lines: int
 ) -> None:
-    """5,000 adjacent matching lines form one context group; it is cut at the cap, and paging goes on after it."""
+    """5,000 adjacent matching lines form one context group; it is cut at the cap, and paging goes on after it.
+
+    (The lines are shown whole, under 1,000 bytes: in a longer one each match would be a hit of its own.)"""
     store = LocalFileStore(base_dir=tmp_path / 'spill')
-    handle = await store.write('r/c/0', ''.join(f'{i} hit {"x" * 1500}\n' for i in range(5_000)).encode())
+    handle = await store.write('r/c/0', ''.join(f'{i} hit {"x" * 900}\n' for i in range(5_000)).encode())
     toolset = build_query_toolset(store)
     grep: Any = toolset.tools['grep_tool_result'].function
     answer = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines)

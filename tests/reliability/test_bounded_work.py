@@ -182,7 +182,7 @@ async def test_a_100_mb_line_is_searched_in_bounded_calls_that_go_on_where_they_
         started = time.perf_counter()
         answer = await grep(handle=handle, pattern='FACT-42')
         assert time.perf_counter() - started < CALL_BOUND
-        assert answer.startswith("1 match inside lines longer than 16000 bytes for 'FACT-42' (literal, case-sensitive")
+        assert answer.startswith("1 match inside lines longer than 1000 bytes for 'FACT-42' (literal, case-sensitive")
         assert 'the match starts at byte 99000000]' in answer
         arguments: dict[str, Any] = {'handle': handle, 'pattern': SLOW_PATTERN, 'is_regex': True}
         answers: list[str] = []
