@@ -301,8 +301,8 @@ async def grep_lines(  # noqa: C901 - the block loop and its two kinds of long l
         position = max(0, min(first_byte, limit_byte))
         first_number = None
     async with BlockReader(payload) as blocks:
-        number = await line_of_offset(payload, position)
-        begin = await line_start(payload, number)
+        number = await line_of_offset(payload, position) if first_byte is not None else first_line
+        begin = await line_start(payload, number) if first_byte is not None else position
         if begin < position < limit_byte:
             # A start inside a line (a search continued there): the rest of that line first.
             scan = await long_line(blocks, number, begin, position, check=False)
