@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from pydantic_ai import ModelRetry
 
-from ._names import READ_TOOL_NAME
+from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
 from ._query import Line
+from ._visible import visible
 
 __all__ = (
     'DEFAULT_LIMIT',
@@ -18,6 +19,7 @@ __all__ = (
     'check_pattern',
     'counted',
     'fit',
+    'grep_call',
     'number_width',
     'read_call',
     'render_line',
@@ -75,14 +77,22 @@ def show(text: str, limit: int = 120) -> str:
 
 
 def counted(number: int, noun: str) -> str:
-    """`number` and `noun`, plural unless the number is 1."""
-    return f'{number} {noun}' if number == 1 else f'{number} {noun}s'
+    """`number` and `noun`, plural unless the number is 1 (`2 lines`, `2 matches`)."""
+    if number == 1:
+        return f'{number} {noun}'
+    return f'{number} {noun}es' if noun.endswith(('ch', 's', 'x')) else f'{number} {noun}s'
 
 
 def read_call(handle: str, **arguments: object) -> str:
     """The `read_tool_result` call with these arguments, as an answer suggests it."""
     rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
     return f'{READ_TOOL_NAME}(handle={handle!r}, {rendered})'
+
+
+def grep_call(handle: str, pattern: str, **arguments: object) -> str:
+    """The `grep_tool_result` call of one stored result with these arguments, as an answer suggests it."""
+    rendered = ''.join(f', {name}={value!r}' for name, value in arguments.items())
+    return f'{GREP_TOOL_NAME}(handle={handle!r}, pattern={pattern!r}{rendered})'
 
 
 def same_limit(limit: int) -> dict[str, int]:
@@ -115,8 +125,10 @@ def number_width(lines: list[Line]) -> int:
 
 
 def render_line(line: Line, width: int, mark: str = '') -> str:
-    """`line` as shown: its number, and where it was cut, how to read the rest."""
-    text = f'{mark}{line.number:>{width}}| {line.text}'
+    """`line` as shown: its number, its text with control characters escaped, and where it was cut, how to read the
+    rest.
+    """
+    text = f'{mark}{line.number:>{width}}| {visible(line.text)}'
     if line.cut:
         remaining = line.length - line.shown_bytes
         text += (

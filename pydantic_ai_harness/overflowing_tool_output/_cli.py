@@ -31,6 +31,7 @@ from ._grep import grep_lines as scan_lines
 from ._matcher import Matcher, PatternError
 from ._query import open_payload, read_byte_window, read_lines, read_lines_at
 from ._spec import SpecError, parse_duration
+from ._visible import visible as escaped
 from .stores import HandleNotFoundError, LocalFileStore, StoredPayload, StoreRootError
 from .stores._paths import is_short_handle, names_for_handle
 
@@ -40,20 +41,16 @@ EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_ERROR = 2
 
-_CONTROL = re.compile('[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]')
-"""What a terminal may act on: C0 and C1 controls (tab and newline aside), DEL, and the Unicode
-line separators and bidirectional controls that reorder or hide text."""
-
 
 class CliError(Exception):
     """A user-facing error: printed to stderr with exit code 2."""
 
 
 def visible(text: str, *, raw: bool = False) -> str:
-    """`text` with every control character a terminal could act on written as a Python-style escape."""
-    if raw:
-        return text
-    return _CONTROL.sub(lambda m: f'\\x{ord(m[0]):02x}' if ord(m[0]) < 0x100 else f'\\u{ord(m[0]):04x}', text)
+    """`text` with every control character a terminal could act on written as a Python-style escape (as the model
+    sees it too), or as it is with `raw`.
+    """
+    return text if raw else escaped(text)
 
 
 def _plural(count: int, noun: str) -> str:

@@ -1,8 +1,10 @@
 """The grep algorithms over a text [`Payload`][]: forward and backward line scans (binary ones: `_grep_bytes.py`).
 
-Blocks are searched in a worker thread (RE2 and `bytes.find` release the GIL); a regex with required literals is
-run only around the lines holding one of them; every regex search is paced (`Pacer`) so that none runs long, and
-every scan stops at its deadline with where it got to. Plain data out: the answers are `_grep_tool.py`'s.
+Blocks are searched in a worker thread (`_grep_scan.py`: RE2 and `bytes.find` release the GIL); a regex with
+required literals is run only around the lines holding one of them; every regex search is paced (`Pacer`) so that
+none runs long, and every scan stops at its deadline with where it got to, a point inside a line included. A line
+longer than a block is searched whole, piece by piece (`_grep_long.py`). Plain data out: the answers are
+`_grep_tool.py`'s.
 """
 
 from __future__ import annotations
@@ -17,17 +19,16 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from .._gil import past
+from ._grep_long import LongLineScan, scan_long_line
+from ._grep_scan import BlockScan, Pacer, scan_block
 from ._matcher import Buffer, Matcher
 from ._query import SCAN_BLOCK, BlockReader, Payload, line_of_offset, line_start
 from .stores._line_index import LineIndex
 
 __all__ = (
     'BACKWARD_BLOCK',
-    'BlockScan',
     'GrepResult',
     'Hit',
-    'Pacer',
     'grep_lines',
     'grep_lines_backward',
 )
@@ -37,7 +38,7 @@ _T = TypeVar('_T')
 
 @dataclass(frozen=True)
 class Hit:
-    """One matching line (text) or match (binary)."""
+    """One matching line, or one match in a long line (text), or one match (binary)."""
 
     line: int
     """1-based line number (0 for binary payloads)."""
@@ -46,7 +47,7 @@ class Hit:
     """Byte offset where the matching line starts (the match offset for binary payloads)."""
 
     match_start: int
-    """Byte offset of the first match on the line."""
+    """Byte offset of the match (the first on the line, unless `in_long_line`)."""
 
     match_end: int
     """Byte offset just past that match."""
@@ -54,6 +55,10 @@ class Hit:
     starts_before: tuple[int, ...] = ()
     """Where the lines just above it start, the nearest first: as many as were asked for and the block it was found
     in held (so showing them with the match needs no lookup of where they start)."""
+
+    in_long_line: bool = False
+    """The line is longer than the scan's `each_match_over`: each match in it is a hit of its own (shown as the bytes
+    around it)."""
 
 
 @dataclass
@@ -64,237 +69,34 @@ class GrepResult:
     """The recorded hits: the first (or last) `max_hits`."""
 
     total: int
-    """Matching lines (text) or matches (binary) counted in the scanned range."""
+    """Hits counted in the scanned range: matching lines, and each match in a line longer than `each_match_over`
+    (binary: matches)."""
 
     complete: bool
     """Whether the scan covered its whole range (`False` when it stopped at its time budget or once full)."""
 
     stopped_at_line: int
-    """0-based line where scanning stopped: the next line to scan forward, or for a backward scan the first line
-    it scanned (the payload's line count, or 0 backward, when complete)."""
+    """0-based line where scanning stopped: the line holding `stopped_at_byte` (the next line to scan forward, or
+    for a backward scan the first line it scanned; the payload's line count, or 0 backward, when complete)."""
 
     stopped_at_byte: int
-    """Byte offset where scanning stopped."""
-
-    long_lines: int = 0
-    """Lines longer than the search limit, searched in their first part only."""
+    """Byte offset where scanning stopped (forward: the next byte to search)."""
 
     out_of_time: bool = False
     """The scan stopped because its time budget ran out (not because it was full)."""
 
-    searched_bytes_of_long_lines: int = 0
-    """How far into each long line the search looked (the smallest such limit, in bytes)."""
+    mid_line: bool = False
+    """`stopped_at_byte` lies inside line `stopped_at_line`, not at its start."""
 
+    match_hits: int = 0
+    """Of `total`, the matches in lines longer than `each_match_over`."""
 
-class Pacer:
-    """Sizes each regex search so that one call into RE2 stays short, whatever the pattern and the text.
+    windowed_lines: int = 0
+    """Lines searched in overlapping windows (a regex, lines longer than one search may cover) where nothing was
+    found, and a match longer than `window_overlap` could have been missed."""
 
-    RE2 is linear, but not cheap on every pattern: when its DFA keeps running out of memory it falls back to an
-    NFA that costs up to about `SECONDS_PER_INSTRUCTION` per byte for each instruction of the compiled program
-    (measured: `a[ab]{200}c`, 206 instructions, ~2 us per byte on a/b text; `a(?:[ab]?){990}c`, 1,986
-    instructions, ~20 us per byte). RE2 cannot be interrupted, so the only bound is the size of what one
-    search covers: the pacer derives it from the program size, which makes the windows (and so the answers)
-    depend on the pattern alone, never on timing.
-    """
-
-    def __init__(self, matcher: Matcher) -> None:
-        self.worst_seconds_per_byte = max(matcher.program_size, 1) * SECONDS_PER_INSTRUCTION
-
-    def window(self) -> int:
-        """Bytes one search over several whole lines may cover (about `SLICE_SECONDS` at worst)."""
-        return self._bytes_for(SLICE_SECONDS)
-
-    def line_limit(self) -> int:
-        """How far into one line a search may look: all of it (up to a block) unless that could take long."""
-        return self._bytes_for(LONG_LINE_SECONDS)
-
-    def _bytes_for(self, seconds: float) -> int:
-        return max(MIN_SLICE_BYTES, min(SCAN_BLOCK, int(seconds / self.worst_seconds_per_byte)))
-
-
-SECONDS_PER_INSTRUCTION = 10e-9
-"""Worst measured cost of RE2's NFA per byte and per program instruction (on a loaded 2-core machine)."""
-
-MIN_SLICE_BYTES = 1 << 10
-"""The smallest window a regex search is given (so every search makes progress)."""
-
-SLICE_SECONDS = 0.02
-"""At most about how long one regex search over several lines may take."""
-
-LONG_LINE_SECONDS = 0.2
-"""At most about how long the search of one long line may take; beyond that the line is searched in part (and
-the answer says how far)."""
-
-
-@dataclass
-class BlockScan:
-    """What scanning one block found; offsets are relative to the block."""
-
-    hits: list[tuple[int, int, int, int]]
-    """`(newlines before the line in the block, line start, match start, match end)` per recorded hit."""
-
-    total: int
-    """Matching lines counted."""
-
-    resume: int
-    """Where the next scan starts: the end of the searched range when it finished, else a line start."""
-
-    finished: bool
-    """The whole range was searched."""
-
-    out_of_time: bool
-    """It stopped at the deadline."""
-
-    long_lines: int = 0
-    """Lines searched in part only."""
-
-    long_line_limit: int = 0
-    """The smallest part searched of such a line."""
-
-
-class _Candidates:
-    """Where the next line holding one of a regex's required literals is, within one block (positions cached)."""
-
-    _DENSE_AFTER = 32
-    """Candidates found before judging whether finding them pays."""
-
-    _DENSE_BYTES = 1024
-    """Skipping fewer bytes than this per candidate found, on average, does not pay: RE2 alone is faster then
-    (`request [0-9]+ in` on a log where every line holds `request `)."""
-
-    def __init__(self, block: Buffer, matcher: Matcher, end: int) -> None:
-        self._block = block
-        self._literals = matcher.required
-        self._finders = matcher.finders
-        self._end = end
-        self._next = [-2] * len(self._literals)  # -2: not searched yet; -1: none left in the block
-        self._found = 0
-        self._skipped = 0
-        self.dense = False
-        """Whether the candidates come so close together that the rest of the block is better searched without."""
-
-    def first(self, cursor: int) -> int:
-        """The first position at or after `cursor` where a required literal starts; -1 when there is none."""
-        best = -1
-        for number in range(len(self._finders)):
-            at = self._next[number]
-            if at != -1 and at < cursor:
-                at = self._next[number] = self._finders[number].find(self._block, cursor, self._end)
-            if at != -1 and (best == -1 or at < best):
-                best = at
-        if best != -1:
-            self._found += 1
-            self._skipped += best - cursor
-            if self._found == self._DENSE_AFTER:
-                self.dense = self._skipped < self._DENSE_AFTER * self._DENSE_BYTES
-        return best
-
-    def last_before(self, cursor: int, end: int) -> int:
-        """The last position in `[cursor, end)` where a required literal starts; -1 when there is none."""
-        return max(self._block.rfind(literal, cursor, end) for literal in self._literals)
-
-
-def _scan_block(  # noqa: C901 - one loop whose bookkeeping reads best in one place
-    block: Buffer,
-    begin: int,
-    search_end: int,
-    matcher: Matcher,
-    pacer: Pacer | None,
-    *,
-    room: int,
-    keep_last: bool,
-    stop_when_full: bool,
-    deadline: float,
-    count_newlines: bool = True,
-) -> BlockScan:
-    """Scan the whole lines in `block[begin:search_end]` for `matcher`; runs in a worker thread.
-
-    Records up to `room` hits (the last `room` with `keep_last`, else the first, and with `stop_when_full`
-    stops once they are recorded), counts every matching line, and checks `deadline` (a `time.monotonic()`
-    value) before every regex search and every 64 literal matches, handing the GIL to the event loop every 2 ms.
-    Without `count_newlines`, a hit's newlines before it are left at 0 (the caller numbers the lines).
-    """
-    hits: deque[tuple[int, int, int, int]] = deque(maxlen=room) if keep_last else deque()
-    total = 0
-    newlines = 0
-    counted_to = begin
-    cursor = begin
-    checks = 0
-    long_lines = 0
-    long_limit = 0
-    candidates = _Candidates(block, matcher, search_end) if matcher.required else None
-    while cursor <= search_end:
-        cut = False
-        if pacer is None:
-            window_end = search_end
-        else:
-            if past(deadline):
-                return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
-            if candidates is not None:
-                # Lines without a required literal cannot match: go to the next line holding one, and let RE2
-                # search only as far as the last line holding one in its window.
-                candidate = candidates.first(cursor)
-                if candidate == -1:
-                    break
-                cursor = max(cursor, block.rfind(b'\n', cursor, candidate) + 1)
-                if candidates.dense:
-                    candidates = (
-                        None  # from here on RE2 alone: candidates on nearly every line cost more than they save
-                    )
-            window_end = min(search_end, cursor + pacer.window())
-            if candidates is not None and window_end < search_end:
-                last = candidates.last_before(cursor, window_end)
-                line_end = block.find(b'\n', last, window_end) if last != -1 else -1
-                if line_end != -1:
-                    window_end = line_end
-            if window_end < search_end:
-                newline = block.rfind(b'\n', cursor, window_end + 1)
-                if newline >= cursor:
-                    window_end = newline
-                else:
-                    # The line at `cursor` is longer than the window: search it whole when that is affordable.
-                    line_end = block.find(b'\n', cursor, search_end)
-                    line_end = search_end if line_end == -1 else line_end
-                    limit = pacer.line_limit()
-                    if line_end - cursor > limit:
-                        window_end, cut = cursor + limit, True
-                        long_lines += 1
-                        long_limit = limit if not long_limit else min(long_limit, limit)
-                    else:
-                        window_end = line_end
-        found, found_end = matcher.search(block, cursor, window_end)
-        if found != -1 and cut and found_end == window_end:
-            found = -1  # a match touching the cut may only look like one (`$`, or a longer match cut short)
-        if found == -1:
-            if window_end >= search_end:
-                break
-            # Nothing in this window: go on after it (past the cut line's newline when the window was cut).
-            if cut:
-                next_line = block.find(b'\n', window_end, search_end)
-                if next_line == -1:
-                    break
-                cursor = next_line + 1
-            else:
-                cursor = window_end + 1
-            continue
-        line_begin = max(block.rfind(b'\n', begin, found) + 1, begin)
-        total += 1
-        if keep_last or len(hits) < room:
-            if count_newlines:
-                newlines += block.count(b'\n', counted_to, line_begin)
-                counted_to = line_begin
-            hits.append((newlines, line_begin, found, found_end))
-        newline = block.find(b'\n', found, search_end)
-        if stop_when_full and len(hits) >= room:
-            resume = search_end if newline == -1 else newline + 1
-            return BlockScan(list(hits), total, resume, newline == -1, False, long_lines, long_limit)
-        if newline == -1:
-            break
-        cursor = newline + 1
-        checks += 1
-        if pacer is None and checks % 64 == 0 and past(deadline):
-            return BlockScan(list(hits), total, cursor, False, True, long_lines, long_limit)
-    return BlockScan(list(hits), total, search_end, True, False, long_lines, long_limit)
+    window_overlap: int = 0
+    """How much those windows overlapped, in bytes (the smallest, when patterns differ)."""
 
 
 async def _in_worker(function: Callable[[], _T]) -> _T:
@@ -369,8 +171,8 @@ def _scan_read_block(
             return None
     result = scan(block, 0, search_end)
     numbers = _LineNumbers(block, position, index, first_number)
-    hit_numbers = [numbers.at(line_begin) for _, line_begin, _, _ in result.hits]
-    above = [_starts_above(block, line_begin, context_before) for _, line_begin, _, _ in result.hits]
+    hit_numbers = [numbers.at(hit[1]) for hit in result.hits]
+    above = [_starts_above(block, hit[1], context_before) for hit in result.hits]
     return result, hit_numbers, above, len(block) if at_end else search_end + 1
 
 
@@ -383,48 +185,138 @@ def _starts_above(block: Buffer, line_begin: int, count: int) -> tuple[int, ...]
     return tuple(starts)
 
 
-async def grep_lines(
+@dataclass
+class _Found:
+    """The hits of one scan so far (see `GrepResult` for each count)."""
+
+    hits: deque[Hit]
+    """The recorded hits."""
+
+    total: int = 0
+    """Hits counted."""
+
+    match_hits: int = 0
+    """Of `total`, the matches in long lines."""
+
+    windowed_lines: int = 0
+    """Lines searched in windows where nothing was found, and a longer match could hide."""
+
+    window_overlap: int = 0
+    """The overlap of those windows."""
+
+    def add_windowed(self, lines: int, pacer: Pacer | None) -> None:
+        """Count `lines` more such lines, searched in `pacer`'s windows."""
+        if lines and pacer is not None:
+            self.windowed_lines += lines
+            self.window_overlap = pacer.overlap()
+
+    def result(
+        self, *, complete: bool, line: int, byte: int, out_of_time: bool = False, mid: bool = False
+    ) -> GrepResult:
+        return GrepResult(
+            list(self.hits),
+            self.total,
+            complete,
+            line,
+            byte,
+            out_of_time=out_of_time,
+            mid_line=mid,
+            match_hits=self.match_hits,
+            windowed_lines=self.windowed_lines,
+            window_overlap=self.window_overlap,
+        )
+
+
+def _line_end(index: LineIndex, number: int, next_start: int) -> int:
+    """Where 0-based line `number` ends (its newline, or the payload end), from where the next one starts."""
+    return next_start - 1 if number + 1 <= index.newline_count else next_start
+
+
+async def grep_lines(  # noqa: C901 - the block loop and its two kinds of long line read best in one place
     payload: Payload,
     matcher: Matcher,
     *,
     first_line: int = 0,
+    first_byte: int | None = None,
     end_line: int | None = None,
     max_hits: int,
     keep_last: bool = False,
     stop_when_full: bool = False,
     deadline: float,
     context_before: int = 0,
+    each_match_over: int | None = None,
 ) -> GrepResult:
-    """Scan lines `[first_line, end_line)` for `matcher`, streaming `SCAN_BLOCK` bytes at a time.
+    """Scan lines `[first_line, end_line)` (or from byte `first_byte` on) for `matcher`, `SCAN_BLOCK` bytes at a time.
 
-    Counts every matching line, records the first `max_hits` (or the last, with `keep_last`), and stops
-    early at `deadline` (a `time.monotonic()` value), or once `max_hits` are recorded with `stop_when_full`.
-    Each hit knows where up to `context_before` lines above it start (`Hit.starts_before`), as far as its block
-    shows them.
-    The searching runs in a worker thread (RE2 and `bytes.find` release the GIL), regex searches are paced
-    so that none runs long, and the deadline is checked inside a block, not only between blocks.
+    Counts every hit (a matching line; in a line longer than `each_match_over` bytes, each match), records the
+    first `max_hits` (or the last, with `keep_last`), and stops early at `deadline` (a `time.monotonic()` value),
+    or once `max_hits` are recorded with `stop_when_full`. The first search of a call is made whatever the
+    deadline, so a call that is continued where it stopped always gets further. Each hit knows where up to
+    `context_before` lines above it start (`Hit.starts_before`), as far as its block shows them. The searching runs
+    in a worker thread, regex searches are paced so that none runs long, and the deadline is checked inside a block
+    and inside a long line, not only between blocks. A line longer than a block is searched whole, piece by piece.
     """
     index = payload.index
     size = payload.size
     last_line = index.line_count if end_line is None else min(end_line, index.line_count)
     limit_byte = size if last_line >= index.line_count else await line_start(payload, last_line)
-    position = await line_start(payload, first_line)
-    hits: deque[Hit] = deque(maxlen=max_hits) if keep_last else deque()
-    total = 0
-    long = _LongLines()
+    found = _Found(deque(maxlen=max_hits) if keep_last else deque())
+    hits = found.hits
     pacer = Pacer(matcher) if matcher.literal is None else None
-    first_number: int | None = first_line  # the number of the line at `position`, while it is known for free
+    fresh = True  # nothing searched yet: the first search is made whatever the deadline
 
-    async def stop(byte: int, *, out_of_time: bool) -> GrepResult:
+    async def stop(byte: int, *, out_of_time: bool, mid: bool = False) -> GrepResult:
         line = await line_of_offset(payload, byte)
-        return GrepResult(list(hits), total, False, line, byte, long.count, out_of_time, long.limit)
+        return found.result(complete=False, line=line, byte=byte, out_of_time=out_of_time, mid=mid)
 
+    async def long_line(blocks: BlockReader, number: int, begin: int, start: int, *, check: bool) -> LongLineScan:
+        """Search line `number` (0-based, starting at `begin`) from byte `start` to its end; record what it holds."""
+        line_end = _line_end(index, number, await line_start(payload, number + 1))
+        in_long = each_match_over is not None and line_end - begin > each_match_over
+        room = max_hits if keep_last else max_hits - len(hits)
+        scan = await scan_long_line(
+            blocks.read_then,
+            size,
+            matcher,
+            pacer,
+            start=start,
+            line_end=line_end,
+            room=room,
+            each_match=in_long,
+            deadline=deadline,
+            check_first=check,
+        )
+        hits.extend(Hit(number + 1, begin, at, end, in_long_line=in_long) for at, end in scan.hits)
+        found.total += scan.total
+        found.match_hits += scan.total if in_long else 0
+        # Searched from inside the line (a search continued there): a long match across `start` was not seen either.
+        windowed = scan.windowed or (start > begin and not scan.total)
+        found.add_windowed(int(windowed and _may_hide(matcher, pacer)), pacer)
+        return scan
+
+    if first_byte is None:
+        position = await line_start(payload, first_line)
+        first_number: int | None = first_line  # the number of the line at `position`, while it is known for free
+    else:
+        position = max(0, min(first_byte, limit_byte))
+        first_number = None
     async with BlockReader(payload) as blocks:
+        number = await line_of_offset(payload, position) if first_byte is not None else first_line
+        begin = await line_start(payload, number) if first_byte is not None else position
+        if begin < position < limit_byte:
+            # A start inside a line (a search continued there): the rest of that line first.
+            scan = await long_line(blocks, number, begin, position, check=False)
+            fresh = False
+            if scan.out_of_time:
+                return await stop(scan.resume, out_of_time=True, mid=True)
+            position = await line_start(payload, number + 1)
+            if stop_when_full and len(hits) >= max_hits and position < limit_byte:
+                return await stop(position, out_of_time=False)
         while position < limit_byte:
-            if time.monotonic() > deadline:
+            if not fresh and time.monotonic() > deadline:
                 return await stop(position, out_of_time=True)
             search = partial(
-                _scan_block,
+                scan_block,
                 matcher=matcher,
                 pacer=pacer,
                 room=max_hits if keep_last else max_hits - len(hits),
@@ -432,6 +324,8 @@ async def grep_lines(
                 stop_when_full=stop_when_full,
                 deadline=deadline,
                 count_newlines=False,
+                each_match_over=each_match_over,
+                check_first=not fresh,
             )
             work = partial(
                 _scan_read_block,
@@ -447,40 +341,47 @@ async def grep_lines(
             if not block:
                 break
             if scanned is None:
-                # One line longer than a block: search its head, then jump past it with the index.
-                line_number = await line_of_offset(payload, position)
-                begin = position
-                found, found_end = await _search_long_line(block, matcher, pacer, long)
-                position = await line_start(payload, line_number + 1)
-                if found != -1:
-                    total += 1
-                    if keep_last or len(hits) < max_hits:
-                        hits.append(Hit(line_number + 1, begin, begin + found, begin + found_end))
-                    if stop_when_full and len(hits) >= max_hits and position < limit_byte:
-                        return await stop(position, out_of_time=False)
+                # One line longer than a block: searched whole, piece by piece; then on after it.
+                number = await line_of_offset(payload, position)
+                scan = await long_line(blocks, number, position, position, check=not fresh)
+                fresh = False
+                if scan.out_of_time:
+                    return await stop(scan.resume, out_of_time=True, mid=True)
+                position = await line_start(payload, number + 1)
+                if stop_when_full and len(hits) >= max_hits and position < limit_byte:
+                    return await stop(position, out_of_time=False)
                 continue
-            scan, hit_numbers, above, consumed = scanned
+            fresh = False
+            block_scan, hit_numbers, above, consumed = scanned
             if -1 in hit_numbers:  # a short block inside one index chunk: count from the block's first line
                 first = await line_of_offset(payload, position)
-                hit_numbers = [first + block.count(b'\n', 0, line_begin) for _, line_begin, _, _ in scan.hits]
+                hit_numbers = [first + block.count(b'\n', 0, hit[1]) for hit in block_scan.hits]
             hits.extend(
                 Hit(
                     line + 1,
                     position + line_begin,
-                    position + found,
-                    position + found_end,
+                    position + at,
+                    position + end,
                     tuple(position + start for start in starts),
+                    in_long,
                 )
-                for line, starts, (_, line_begin, found, found_end) in zip(hit_numbers, above, scan.hits)
+                for line, starts, (_, line_begin, at, end, in_long) in zip(hit_numbers, above, block_scan.hits)
             )
-            total += scan.total
-            long.add(scan.long_lines, scan.long_line_limit)
-            if not scan.finished:
-                return await stop(position + scan.resume, out_of_time=scan.out_of_time)
+            found.total += block_scan.total
+            found.match_hits += block_scan.match_hits
+            found.add_windowed(block_scan.windowed_lines, pacer)
+            if not block_scan.finished:
+                byte = position + block_scan.resume
+                return await stop(byte, out_of_time=block_scan.out_of_time, mid=block_scan.mid_line)
             if stop_when_full and len(hits) >= max_hits and position + consumed < limit_byte:
                 return await stop(position + consumed, out_of_time=False)
             position += consumed
-    return GrepResult(list(hits), total, True, last_line, limit_byte, long.count, False, long.limit)
+    return found.result(complete=True, line=last_line, byte=limit_byte)
+
+
+def _may_hide(matcher: Matcher, pacer: Pacer | None) -> bool:
+    """Whether a match may be longer than the overlap of the windows a long line is searched in."""
+    return pacer is not None and (matcher.max_width is None or matcher.max_width > pacer.overlap())
 
 
 BACKWARD_BLOCK = 1 << 20
@@ -493,98 +394,117 @@ async def grep_lines_backward(
     """The last `max_hits` lines matching `matcher` before line `end_line` (0-based, exclusive).
 
     Scans backward from `end_line` one block at a time, so the matches nearest the end come first whatever the
-    payload size. The first block is always scanned whole, so every call makes progress; a later block the
-    deadline cuts short is left for the next call. `stopped_at_line` is the first line scanned.
+    payload size. The first block is always scanned whole, and so is a line longer than a block met first (piece by
+    piece, forward), so every call makes progress; a later block or long line the deadline cuts short is left for
+    the next call. `stopped_at_line` is the first line scanned.
     """
     index = payload.index
     last_line = min(max(end_line, 0), index.line_count)
     position = index.size if last_line >= index.line_count else await line_start(payload, last_line)
     found: list[Hit] = []
     total = 0
-    long = _LongLines()
+    windowed = _Found(deque())
     pacer = Pacer(matcher) if matcher.literal is None else None
     first = True
-    while position > 0 and len(found) < max_hits:
-        if not first and time.monotonic() > deadline:
-            line = await line_of_offset(payload, position)
-            return GrepResult(found, total, False, line, position, long.count, True, long.limit)
-        low = max(0, position - BACKWARD_BLOCK)
-        block = await payload.read_range(low, position)
-        if not block:
-            break
-        search_end = len(block) - 1 if block.endswith(b'\n') else len(block)
-        begin = 0
-        if low > 0:
-            newline = block.find(b'\n')
-            begin = newline + 1
-            if newline == -1 or begin > search_end:
-                # The block is the tail of one line longer than it: search that line's head.
-                line_number = await line_of_offset(payload, position - 1)
-                line_begin = await line_start(payload, line_number)
-                head = await payload.read_range(line_begin, min(position, line_begin + SCAN_BLOCK))
-                whole = line_begin + len(head) == position
-                head = head[: len(head) - 1] if whole and head.endswith(b'\n') else head
-                hit_at, hit_end = await _search_long_line(head, matcher, pacer, long, whole=whole)
-                if hit_at != -1:
-                    total += 1
-                    found.insert(0, Hit(line_number + 1, line_begin, line_begin + hit_at, line_begin + hit_end))
-                position = line_begin
-                first = False
-                continue
-        if matcher.literal is not None:
-            # A literal is found from the end of the block backward, so only the matches that will be shown are
-            # visited: a block where every line matches costs no more than the lines asked for.
-            tail = await _in_worker(
-                partial(_scan_literal_backward, block, begin, search_end, matcher.literal, max_hits - len(found))
-            )
-            if tail:
-                last_number = await line_of_offset(payload, low + tail[0][1])
-                latest = [
-                    Hit(
-                        last_number - newlines_after + 1,
-                        low + line_begin,
-                        low + hit_at,
-                        low + hit_at + len(matcher.literal),
-                    )
-                    for newlines_after, line_begin, hit_at in tail
-                ][::-1]
-                found = [*latest, *found]
-                total += len(tail)
-            first = False
-            if len(found) >= max_hits:
-                position = low + tail[-1][1]  # the earliest line shown: everything after it was scanned
+
+    def result(line: int, *, complete: bool, out_of_time: bool) -> GrepResult:
+        windowed.hits, windowed.total = deque(found), total
+        return windowed.result(complete=complete, line=line, byte=position, out_of_time=out_of_time)
+
+    async def stop() -> GrepResult:
+        return result(await line_of_offset(payload, position), complete=False, out_of_time=True)
+
+    async with BlockReader(payload) as blocks:
+        while position > 0 and len(found) < max_hits:
+            if not first and time.monotonic() > deadline:
+                return await stop()
+            low = max(0, position - BACKWARD_BLOCK)
+            block = await payload.read_range(low, position)
+            if not block:
                 break
-            position = low + begin
-            continue
-        scan = await _in_worker(
-            partial(
-                _scan_block,
-                block,
-                begin,
-                search_end,
-                matcher,
-                pacer,
-                room=max_hits - len(found),
-                keep_last=True,
-                stop_when_full=False,
-                deadline=math.inf if first else deadline,
+            search_end = len(block) - 1 if block.endswith(b'\n') else len(block)
+            begin = 0
+            if low > 0:
+                newline = block.find(b'\n')
+                begin = newline + 1
+                if newline == -1 or begin > search_end:
+                    # The block is the tail of one line longer than it: search the line whole, from its start.
+                    number = await line_of_offset(payload, position - 1)
+                    line_begin = await line_start(payload, number)
+                    scan = await scan_long_line(
+                        blocks.read_then,
+                        index.size,
+                        matcher,
+                        pacer,
+                        start=line_begin,
+                        line_end=low + search_end,
+                        room=1,
+                        each_match=False,
+                        deadline=math.inf if first else deadline,
+                        check_first=not first,
+                    )
+                    if scan.out_of_time:
+                        return await stop()  # the line is left whole for the next call, which starts with it
+                    if scan.hits:
+                        total += 1
+                        found.insert(0, Hit(number + 1, line_begin, *scan.hits[0]))
+                    windowed.add_windowed(int(scan.windowed and _may_hide(matcher, pacer)), pacer)
+                    position = line_begin
+                    first = False
+                    continue
+            if matcher.literal is not None:
+                # A literal is found from the end of the block backward, so only the matches that will be shown are
+                # visited: a block where every line matches costs no more than the lines asked for.
+                tail = await _in_worker(
+                    partial(_scan_literal_backward, block, begin, search_end, matcher.literal, max_hits - len(found))
+                )
+                if tail:
+                    last_number = await line_of_offset(payload, low + tail[0][1])
+                    latest = [
+                        Hit(
+                            last_number - newlines_after + 1,
+                            low + line_begin,
+                            low + hit_at,
+                            low + hit_at + len(matcher.literal),
+                        )
+                        for newlines_after, line_begin, hit_at in tail
+                    ][::-1]
+                    found = [*latest, *found]
+                    total += len(tail)
+                first = False
+                if len(found) >= max_hits:
+                    position = low + tail[-1][1]  # the earliest line shown: everything after it was scanned
+                    break
+                position = low + begin
+                continue
+            scan_result = await _in_worker(
+                partial(
+                    scan_block,
+                    block,
+                    begin,
+                    search_end,
+                    matcher,
+                    pacer,
+                    room=max_hits - len(found),
+                    keep_last=True,
+                    stop_when_full=False,
+                    deadline=math.inf if first else deadline,
+                )
             )
-        )
-        if not scan.finished:  # cut short by the deadline: its matches would not be the last ones of the block
-            line = await line_of_offset(payload, position)
-            return GrepResult(found, total, False, line, position, long.count, True, long.limit)
-        first_number = await line_of_offset(payload, low + begin)
-        earlier = [
-            Hit(first_number + newlines + 1, low + line_begin, low + hit_at, low + hit_end)
-            for newlines, line_begin, hit_at, hit_end in scan.hits
-        ]
-        found = [*earlier, *found][-max_hits:]
-        total += scan.total
-        long.add(scan.long_lines, scan.long_line_limit)
-        position = low + begin
-        first = False
+            if not scan_result.finished:  # cut short by the deadline: its matches would not be the last of the block
+                return await stop()
+            first_number = await line_of_offset(payload, low + begin)
+            earlier = [
+                Hit(first_number + newlines + 1, low + line_begin, low + hit_at, low + hit_end)
+                for newlines, line_begin, hit_at, hit_end, _ in scan_result.hits
+            ]
+            found = [*earlier, *found][-max_hits:]
+            total += scan_result.total
+            windowed.add_windowed(scan_result.windowed_lines, pacer)
+            position = low + begin
+            first = False
     line = await line_of_offset(payload, position) if position > 0 else 0
-    return GrepResult(found, total, position == 0, line, position, long.count, False, long.limit)
+    return result(line, complete=position == 0, out_of_time=False)
 
 
 def _scan_literal_backward(
@@ -609,34 +529,3 @@ def _scan_literal_backward(
         later_start = line_begin
         end = line_begin - 1  # before this line's start, so one line counts once
     return found
-
-
-@dataclass
-class _LongLines:
-    """Lines searched in part only, and the smallest part searched."""
-
-    count: int = 0
-    limit: int = 0
-
-    def add(self, count: int, limit: int) -> None:
-        self.count += count
-        if limit:
-            self.limit = limit if not self.limit else min(self.limit, limit)
-
-
-async def _search_long_line(
-    head: Buffer, matcher: Matcher, pacer: Pacer | None, long: _LongLines, *, whole: bool = False
-) -> tuple[int, int]:
-    """Search the start of a line too long to search in one block (`head` is as much of it as was read).
-
-    `whole` says `head` is the entire line: then it is searched in part only if the pacer cuts it.
-    """
-    limit = len(head) if pacer is None else min(len(head), pacer.line_limit())
-    cut = limit < len(head) or not whole
-    if cut:
-        long.add(1, limit)
-    found, found_end = await _in_worker(partial(matcher.search, head, 0, limit))
-    if cut and matcher.literal is None and found_end == limit:
-        # The cut end of the line looks like its end to `$`: a match touching it is not trustworthy.
-        return -1, -1
-    return found, found_end

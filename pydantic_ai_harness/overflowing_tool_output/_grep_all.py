@@ -2,8 +2,8 @@
 
 Only the handles the conversation's messages carry are searched (never a listing of the store), each match is
 named by its handle and line, and the search stays within the caps of one call: its time budget, its output size
-and a total of bytes scanned ([`QueryLimits.max_scan_bytes`][]). The answer says which bound stopped it and the
-call that continues.
+and a total of bytes scanned ([`QueryLimits.max_scan_bytes`][]). What it did not search comes first: which bound
+stopped it and the call that continues; and each result's label says what of it was not searched.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import anyio
 from pydantic_ai import ModelRetry
 
 from ._answers import FRAME_RESERVE, QueryLimits, counted, read_call, render_line, show
-from ._grep import grep_lines
-from ._grep_tool import check_grep_arguments, line_for_hit
+from ._grep import GrepResult, grep_lines
+from ._grep_texts import hit_count, line_for_hit, window_caveat
+from ._grep_tool import check_grep_arguments
 from ._handles import KnownHandle, open_handle
 from ._matcher import Matcher
 from ._names import GREP_TOOL_NAME
@@ -37,7 +38,10 @@ class _Search:
     """The rendered answer body: a label per result with matches, then its matching lines."""
 
     matches: int = 0
-    """Matching lines counted in every result searched."""
+    """Hits counted in every result searched: matching lines, and each match in a line over `max_line_chars` bytes."""
+
+    match_hits: int = 0
+    """Of `matches`, the matches inside lines longer than `QueryLimits.max_line_chars` bytes."""
 
     shown: int = 0
     """Matching lines shown."""
@@ -56,6 +60,12 @@ class _Search:
 
     stopped: str = ''
     """Why and where the search stopped before the last result, with the calls that continue it."""
+
+    windowed_lines: int = 0
+    """Lines searched in overlapping windows without a match, in every result (see `GrepResult.windowed_lines`)."""
+
+    window_overlap: int = 0
+    """The smallest overlap of those windows."""
 
     first: tuple[str, int] | None = None
     """The handle and line of the first match shown, for the example calls."""
@@ -110,7 +120,7 @@ async def grep_all_tool_results(
         )
     if scope.cancelled_caught:
         search.stopped = (
-            f'The storage did not answer within {caps.store_timeout:g} s; results after the first '
+            f'Incomplete: the storage did not answer within {caps.store_timeout:g} s; results after the first '
             f'{first - 1 + search.searched} were not searched. Continue: {_grep_call(pattern, is_regex, offset=first + search.searched)}.'
         )
     scope_text = (
@@ -118,12 +128,25 @@ async def grep_all_tool_results(
         f'first{f", from the {_ordinal(first)}" if first > 1 else ""}; {search.scanned_bytes} bytes'
     )
     notes = [*checked.notes]
+    # What was not searched comes first: where the search stopped, and lines a match may hide in.
+    caveats = [search.stopped] if search.stopped else []
+    windows = window_caveat(
+        GrepResult([], 0, True, 0, 0, windowed_lines=search.windowed_lines, window_overlap=search.window_overlap)
+    )
+    if windows:
+        caveats.append(windows.replace('Caveat: ', 'Caveat (see the labels): ', 1))
     if not search.matches:
-        text = f'No line matches {show(pattern)} ({kind}; {scope_text}).'
+        # "No line matches" only for a search that reached its end; else what the part searched held.
+        text = (
+            f'No match for {show(pattern)} in the part searched ({kind}; {scope_text}).'
+            if search.stopped
+            else f'No line matches {show(pattern)} ({kind}; {scope_text}).'
+        )
     else:
         shown = 'all' if search.shown == search.matches else f'the first {search.shown}'
         text = (
-            f'{counted(search.matches, "matching line")} for {show(pattern)} ({kind}) in '
+            f'{hit_count(GrepResult([], search.matches, True, 0, 0, match_hits=search.match_hits), caps.max_line_chars)} '
+            f'for {show(pattern)} ({kind}) in '
             f'{counted(search.results_with_matches, "stored result")} ({scope_text}). Showing {shown}, under the '
             'handle of the result holding them:'
         )
@@ -138,15 +161,13 @@ async def grep_all_tool_results(
         )
     if search.matches > search.shown:
         footer.append(
-            f'{counted(search.matches - search.shown, "more matching line")} not shown: grep the result holding '
-            'them by its handle (each label gives its count).'
+            f'{search.matches - search.shown} more not shown: grep the result holding them by its handle (each label '
+            'gives its count).'
         )
     if search.skipped:
         footer.append(f'Not searched (binary, cleaned up, or unreadable): {", ".join(search.skipped[:10])}.')
-    if search.stopped:
-        footer.append(search.stopped)
     tail = [f'({" ".join(footer)})'] if footer else []
-    return '\n'.join([text, *search.lines, *tail])
+    return '\n'.join([*caveats, text, *search.lines, *tail])
 
 
 async def _search_all(
@@ -167,8 +188,8 @@ async def _search_all(
         item = known[position - 1]
         if search.searched and time.monotonic() > deadline:  # the first result is always searched, in part at least
             search.stopped = (
-                f'The search used its time budget ({caps.time_budget:g} s) before the {_ordinal(position)} result. '
-                f'Continue: {_grep_call(pattern, is_regex, offset=position)}.'
+                f'Incomplete: the time budget ({caps.time_budget:g} s) ran out before the {_ordinal(position)} result; '
+                f'it and the older ones were not searched. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
             )
             return
         payload = await open_handle(store_for(item.handle), item.handle)
@@ -180,23 +201,30 @@ async def _search_all(
             continue
         if search.searched and search.scanned_bytes + payload.size > caps.max_scan_bytes:
             search.stopped = (
-                f'Stopped before the {_ordinal(position)} result ({item.handle!r}): one search without a handle scans '
-                f'at most {caps.max_scan_bytes} bytes. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
+                f'Incomplete: stopped before the {_ordinal(position)} result ({item.handle!r}): one search without a '
+                f'handle scans at most {caps.max_scan_bytes} bytes. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
             )
             return
         room = max(max_matches - search.shown, 1)
-        result = await grep_lines(payload, matcher, max_hits=room, deadline=deadline)
+        result = await grep_lines(
+            payload, matcher, max_hits=room, deadline=deadline, each_match_over=caps.max_line_chars
+        )
         search.searched += 1
         search.scanned_bytes += result.stopped_at_byte
         search.matches += result.total
-        if result.total:
-            search.results_with_matches += 1
+        search.match_hits += result.match_hits
+        if result.windowed_lines:
+            search.windowed_lines += result.windowed_lines
+            search.window_overlap = min(search.window_overlap or result.window_overlap, result.window_overlap)
+        label = _result_note(result)
+        if result.total or label:
+            search.results_with_matches += bool(result.total)
             more = '' if result.complete else 'at least '
+            count = f'{more}{hit_count(result, caps.max_line_chars)}' if result.total else 'no match'
             search.lines.append(
-                f'-- {item.handle} ({item.tool_name}, {payload.index.line_count} lines): '
-                f'{more}{counted(result.total, "matching line")} --'
+                f'-- {item.handle} ({item.tool_name}, {counted(payload.index.line_count, "line")}): {count}{label} --'
             )
-            used += 80
+            used += 80 + len(label)
             for hit in result.hits[: max(max_matches - search.shown, 0)]:
                 line = await line_for_hit(payload, hit, caps)
                 rendered = render_line(line, len(str(hit.line)))
@@ -207,10 +235,21 @@ async def _search_all(
                 search.shown += 1
                 search.first = search.first or (item.handle, hit.line)
         if not result.complete:
+            where = (
+                f'inside line {result.stopped_at_line + 1} of {payload.index.line_count}, at byte '
+                f'{result.stopped_at_byte}'
+                if result.mid_line
+                else f'at line {result.stopped_at_line + 1} of {payload.index.line_count}'
+            )
+            there = (
+                _grep_call(pattern, is_regex, item.handle, start=result.stopped_at_byte)
+                if result.mid_line
+                else _grep_call(pattern, is_regex, item.handle, offset=result.stopped_at_line + 1)
+            )
             search.stopped = (
-                f'The search used its time budget ({caps.time_budget:g} s) in {item.handle!r} at line '
-                f'{result.stopped_at_line} of {payload.index.line_count}. Continue there: '
-                f'{_grep_call(pattern, is_regex, item.handle, offset=result.stopped_at_line + 1)}'
+                f'Incomplete: the time budget ({caps.time_budget:g} s) ran out in {item.handle!r} {where}; the rest of '
+                f'it{" and the older results" if position < len(known) else ""} were not searched. Continue there: '
+                f'{there}'
                 + (
                     f', then the older results: {_grep_call(pattern, is_regex, offset=position + 1)}.'
                     if position < len(known)
@@ -218,6 +257,24 @@ async def _search_all(
                 )
             )
             return
+
+
+def _result_note(result: GrepResult) -> str:
+    """What of one result was not searched, for its label (`''` when all of it was)."""
+    notes: list[str] = []
+    if not result.complete:
+        where = (
+            f'before byte {result.stopped_at_byte} (inside line {result.stopped_at_line + 1})'
+            if result.mid_line
+            else f'before line {result.stopped_at_line + 1}'
+        )
+        notes.append(f'searched only {where}: the time budget ran out')
+    if result.windowed_lines:
+        notes.append(
+            f'{counted(result.windowed_lines, "line")} searched in windows, a match over '
+            f'{result.window_overlap} bytes may be missed'
+        )
+    return ''.join(f'; {note}' for note in notes)
 
 
 def _ordinal(number: int) -> str:

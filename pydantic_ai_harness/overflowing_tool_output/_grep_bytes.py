@@ -12,7 +12,8 @@ from functools import partial
 import anyio.to_thread
 
 from .._gil import past
-from ._grep import BlockScan, GrepResult, Hit, Pacer
+from ._grep import GrepResult, Hit
+from ._grep_scan import BlockScan, Pacer
 from ._matcher import Buffer, Matcher
 from ._query import SCAN_BLOCK, BlockReader, Payload
 
@@ -24,7 +25,8 @@ async def grep_bytes(
 ) -> GrepResult:
     """Scan a binary payload for `matcher`; hits are byte offsets (overlapping windows catch matches on edges).
 
-    Like `grep_lines`, the searching runs in a worker thread and regex searches are paced by a `Pacer`.
+    Like `grep_lines`, the searching runs in a worker thread, regex searches are paced by a `Pacer`, and the first
+    search of a call is made whatever the deadline (so a continued search always gets further).
     """
     size = payload.size
     pacer: Pacer | None = None
@@ -40,7 +42,8 @@ async def grep_bytes(
     position = max(0, start)
     async with BlockReader(payload) as blocks:
         while position < size:
-            if time.monotonic() > deadline:
+            fresh = position == max(0, start)
+            if not fresh and time.monotonic() > deadline:
                 return GrepResult(hits, total, False, 0, position, out_of_time=True)
             block = await blocks.read(position, min(size, position + SCAN_BLOCK + overlap))
             if not block:
@@ -49,10 +52,18 @@ async def grep_bytes(
             last = position + len(block) >= size
             owned = len(block) if last else SCAN_BLOCK
             search = partial(
-                _scan_binary_block, block, owned, overlap, matcher, pacer, room=max_hits - len(hits), deadline=deadline
+                _scan_binary_block,
+                block,
+                owned,
+                overlap,
+                matcher,
+                pacer,
+                room=max_hits - len(hits),
+                deadline=deadline,
+                check_first=not fresh,
             )
             scan = await anyio.to_thread.run_sync(search)
-            hits.extend(Hit(0, position + start, position + start, position + end) for _, _, start, end in scan.hits)
+            hits.extend(Hit(0, position + start, position + start, position + end) for _, _, start, end, _ in scan.hits)
             total += scan.total
             if not scan.finished:
                 return GrepResult(hits, total, False, 0, position + scan.resume, out_of_time=True)
@@ -63,14 +74,24 @@ async def grep_bytes(
 
 
 def _scan_binary_block(
-    block: Buffer, owned: int, overlap: int, matcher: Matcher, pacer: Pacer | None, *, room: int, deadline: float
+    block: Buffer,
+    owned: int,
+    overlap: int,
+    matcher: Matcher,
+    pacer: Pacer | None,
+    *,
+    room: int,
+    deadline: float,
+    check_first: bool,
 ) -> BlockScan:
-    """Every match starting in `block[:owned]`, searched in paced windows that overlap by `overlap` bytes."""
-    hits: list[tuple[int, int, int, int]] = []
+    """Every match starting in `block[:owned]`, searched in paced windows that overlap by `overlap` bytes (the
+    deadline checked before each, but the first unless `check_first`).
+    """
+    hits: list[tuple[int, int, int, int, bool]] = []
     total = 0
     cursor = 0
     while cursor < owned:
-        if past(deadline):
+        if (check_first or cursor > 0) and past(deadline):
             return BlockScan(hits, total, cursor, False, True)
         window_start = cursor
         window_end = len(block) if pacer is None else min(len(block), cursor + pacer.window() + overlap)
@@ -82,7 +103,7 @@ def _scan_binary_block(
             continue
         total += 1
         if len(hits) < room:
-            hits.append((0, found, found, found_end))
+            hits.append((0, found, found, found_end, False))
         cursor = max(found_end, found + 1)
         if total % 64 == 0 and past(deadline):
             return BlockScan(hits, total, cursor, False, True)

@@ -1,8 +1,8 @@
 """`grep_tool_result`: the matching lines of a stored result, grouped with their context, or the matches in a
 binary one with the hex row holding each.
 
-Argument mistakes raise `ModelRetry` with a precise message; the answer counts every match it saw, is capped in
-characters, and ends with the call that continues the search.
+Argument mistakes raise `ModelRetry` with a precise message; the answer counts every match it saw and is capped in
+characters; what it did not search comes first, with the call that continues the search there.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pydantic_ai import ModelRetry
 from ._answers import FRAME_RESERVE, QueryLimits, check_pattern, counted, read_call, render_line, show, storage_error
 from ._grep import GrepResult, Hit, grep_lines
 from ._grep_bytes import grep_bytes
+from ._grep_texts import hit_count, incomplete, line_for_hit, searched_scope, window_caveat
 from ._handles import open_handle
 from ._matcher import Matcher, PatternError
 from ._names import GREP_TOOL_NAME
-from ._query import Line, Payload, hex_dump, read_byte_window, read_lines
+from ._query import Payload, hex_dump, line_of_offset, line_start, read_lines
 from .stores._protocol import OverflowStore
 
-__all__ = ('CheckedGrep', 'check_grep_arguments', 'grep_tool_result', 'line_for_hit', 'searched_in_part')
+__all__ = ('CheckedGrep', 'check_grep_arguments', 'grep_tool_result')
 
 _GROUP_LABEL_RESERVE = 120
 """Characters kept for a group's label line (`-- matches at lines ... --`), which `_group_label` stays within."""
@@ -41,9 +42,13 @@ async def grep_tool_result(
     max_matches: int = 20,
     is_regex: bool = False,
     offset: int = 0,
+    start: int = 0,
 ) -> str:
-    """The answer to `grep_tool_result` for the result `handle` holds in `store`."""
-    checked = check_grep_arguments(caps, pattern, context_lines, max_matches, is_regex, offset)
+    """The answer to `grep_tool_result` for the result `handle` holds in `store`.
+
+    `offset` is the line to start at (1-based; a byte for a binary result), `start` the byte (inside a line too).
+    """
+    checked = check_grep_arguments(caps, pattern, context_lines, max_matches, is_regex, offset, start)
     matcher, context_lines, max_matches, notes = (
         checked.matcher,
         checked.context_lines,
@@ -59,11 +64,17 @@ async def grep_tool_result(
         deadline = time.monotonic() + caps.time_budget
         search = _GrepCall(payload.handle, pattern, is_regex, context_lines, max_matches)
         if payload.index.is_binary:
+            offset = start or offset
             if offset >= payload.size:
                 return f'offset={offset} is past the end: the binary stored result {show(payload.handle)} has {payload.size} bytes.'
             result = await grep_bytes(payload, matcher, max_hits=max_matches, deadline=deadline, start=offset)
-            return await _render_binary_grep(payload, search, result, notes, offset)
+            return await _render_binary_grep(payload, search, result, notes, offset, caps)
         total_lines = payload.index.line_count
+        if start >= payload.size:
+            return (
+                f'start={start} is past the end: the stored result {show(payload.handle)} has {payload.size} bytes, '
+                'so there is nothing more to search.'
+            )
         skip = max(offset - 1, 0)
         if skip >= total_lines:
             return (
@@ -71,9 +82,20 @@ async def grep_tool_result(
                 'so there is nothing more to search.'
             )
         result = await grep_lines(
-            payload, matcher, first_line=skip, max_hits=max_matches, deadline=deadline, context_before=context_lines
+            payload,
+            matcher,
+            first_line=skip,
+            first_byte=start or None,
+            max_hits=max_matches,
+            deadline=deadline,
+            context_before=context_lines,
+            each_match_over=caps.max_line_chars,
         )
-        return await _render_grep(payload, search, result, notes, caps, skip)
+        first_byte: int | None = None
+        if start:
+            skip = await line_of_offset(payload, start)
+            first_byte = start if start > await line_start(payload, skip) else None
+        return await _render_grep(payload, search, result, notes, caps, skip, first_byte)
     except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
         return storage_error(payload.handle, exc)
 
@@ -96,11 +118,18 @@ class CheckedGrep:
 
 
 def check_grep_arguments(
-    caps: QueryLimits, pattern: str, context_lines: int, max_matches: int, is_regex: bool, offset: int
+    caps: QueryLimits, pattern: str, context_lines: int, max_matches: int, is_regex: bool, offset: int, start: int = 0
 ) -> CheckedGrep:
     """The checked arguments, or `ModelRetry` with a precise message for the first wrong one."""
     if offset < 0:
         raise ModelRetry(f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}.')
+    if start < 0:
+        raise ModelRetry(f'start must be 0 or more (the byte to start searching at), got {start}.')
+    if start and offset:
+        raise ModelRetry(
+            f'Pass offset (the line to start at) or start (the byte to start at), not both: got offset={offset}, '
+            f'start={start}.'
+        )
     if not pattern:
         raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
     check_pattern(pattern, caps)
@@ -130,13 +159,36 @@ class _GrepCall:
     """The arguments of one `grep_tool_result` call, to write the call that continues it."""
 
     handle: str
-    pattern: str
-    is_regex: bool
-    context_lines: int
-    max_matches: int
+    """The handle searched."""
 
-    def again(self, offset: int) -> str:
-        """The same search, from line `offset` (1-based; from byte `offset` for a binary result)."""
+    pattern: str
+    """The pattern, as the model passed it."""
+
+    is_regex: bool
+    """Whether it is a regex."""
+
+    context_lines: int
+    """Context lines around each match."""
+
+    max_matches: int
+    """Most matches shown."""
+
+    def resume(self, result: GrepResult) -> str:
+        """The call that goes on where `result` stopped: from the line starting there, or the byte inside a line."""
+        if result.mid_line:
+            return self.again(start=result.stopped_at_byte)
+        return self.again(result.stopped_at_line + 1)
+
+    def after(self, hit: Hit) -> str:
+        """The call that goes on after `hit`: on the next line, or after the match in a long line."""
+        if hit.in_long_line:
+            return self.again(start=max(hit.match_end, hit.match_start + 1))
+        return self.again(hit.line + 1)
+
+    def again(self, offset: int = 0, *, start: int = 0) -> str:
+        """The same search, from line `offset` (1-based; from byte `offset` for a binary result), or from byte `start`
+        (inside a line).
+        """
         arguments: dict[str, object] = {'pattern': self.pattern}
         if self.is_regex:
             arguments['is_regex'] = True
@@ -144,38 +196,45 @@ class _GrepCall:
             arguments['context_lines'] = self.context_lines
         if self.max_matches != 20:
             arguments['max_matches'] = self.max_matches
-        arguments['offset'] = offset
+        if start:
+            arguments['start'] = start
+        else:
+            arguments['offset'] = offset
         rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
         return f'{GREP_TOOL_NAME}(handle={self.handle!r}, {rendered})'
 
 
-async def _render_grep(
+async def _render_grep(  # noqa: C901 - groups, their rows and the output cap read best in one place
     payload: Payload,
     search: _GrepCall,
     result: GrepResult,
     notes: list[str],
     caps: QueryLimits,
     offset: int,
+    first_byte: int | None,
 ) -> str:
     pattern = search.pattern
     context_lines = search.context_lines
     total_lines = payload.index.line_count
     kind = 'regex' if search.is_regex else 'literal, case-sensitive'
-    scope_lines = f'lines {offset + 1}-{total_lines} of {total_lines}' if offset else counted(total_lines, 'line')
-    extra: list[str] = []
-    in_part = searched_in_part(result)
-    if in_part:
-        extra.append(in_part)
+    scope = searched_scope(payload, result, offset, first_byte)
+    # What was not searched comes first, with the call that searches it.
+    caveats: list[str] = []
     if not result.complete:
-        extra.append(
-            f'The search used its time budget and stopped at line {result.stopped_at_line} of {total_lines}, so '
-            f'there are at least {result.total} matching lines. Continue: {search.again(result.stopped_at_line + 1)}.'
-        )
+        caveats.append(incomplete(payload, result, caps.time_budget, search.resume(result)))
+    windows = window_caveat(result)
+    if windows:
+        caveats.append(windows)
     if not result.hits:
-        text = f'No line matches {show(pattern)} ({kind}; {scope_lines} searched).'
-        if not search.is_regex and result.complete:
+        # "No line matches" only for a search that reached the end; else what the part searched held.
+        text = (
+            f'No line matches {show(pattern)} ({kind}; {scope}).'
+            if result.complete
+            else f'No match for {show(pattern)} in the part searched ({kind}; {scope}).'
+        )
+        if not search.is_regex and result.complete and not caveats:
             text += f' Any case: is_regex=True, pattern={show("(?i)" + re.escape(pattern))}.'
-        return ' '.join([text, *extra])
+        return '\n'.join([*caveats, text])
     # Merge the context windows of nearby matches into groups of consecutive lines.
     groups: list[tuple[int, int, list[Hit]]] = []
     for hit in result.hits:
@@ -185,7 +244,7 @@ async def _render_grep(
         else:
             groups.append((low, high, [hit]))
     width = len(str(min(total_lines, result.hits[-1].line + context_lines)))
-    budget = caps.max_output_chars - FRAME_RESERVE
+    budget = caps.max_output_chars - FRAME_RESERVE - sum(len(text) + 1 for text in caveats)
     body: list[str] = []
     used = 0
     shown_hits = 0
@@ -195,26 +254,29 @@ async def _render_grep(
         fits = (budget - used) // (width + 4)
         count = min(high - low + 1, max(fits, hits[0].line - low + 1))
         lines = await read_lines(payload, low - 1, count, caps.max_line_chars, known_start=_start_of(hits[0], low))
-        by_number = {hit.line: hit for hit in hits}
+        by_number: dict[int, list[Hit]] = {}
+        for hit in hits:
+            by_number.setdefault(hit.line, []).append(hit)
         rendered: list[str] = []
         group_used = _GROUP_LABEL_RESERVE
         shown: list[Hit] = []
         capped = count < high - low + 1
         for line in lines:
-            hit = by_number.get(line.number)
-            text = (
-                render_line(await line_for_hit(payload, hit, caps, read=line), width, '>')
-                if hit
-                else render_line(line, width, ' ')
-            )
-            # A group of adjacent matches can be long: stop at the cap inside it, but always show a first match.
-            if used + group_used + len(text) + 1 > budget and (shown_hits or shown):
-                capped = True
+            rows = [
+                (render_line(await line_for_hit(payload, hit, caps, read=line), width, '>'), hit)
+                for hit in by_number.get(line.number, [])
+            ] or [(render_line(line, width, ' '), None)]
+            for text, hit in rows:
+                # A group of adjacent matches can be long: stop at the cap inside it, but always show a first match.
+                if used + group_used + len(text) + 1 > budget and (shown_hits or shown):
+                    capped = True
+                    break
+                rendered.append(text)
+                group_used += len(text) + 1
+                if hit is not None:
+                    shown.append(hit)
+            if capped:
                 break
-            rendered.append(text)
-            group_used += len(text) + 1
-            if hit is not None:
-                shown.append(hit)
         if shown:
             block = [_group_label(shown), *rendered]
             body.extend(block)
@@ -223,10 +285,10 @@ async def _render_grep(
         if capped:
             notes.append(f'output capped at {caps.max_output_chars} characters')
             break
-    scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
+    shown_scope = f'the first {shown_hits}' if shown_hits < result.total else f'all {shown_hits}'
     header = (
-        f'{"" if result.complete else "At least "}{counted(result.total, "matching line")} for {show(pattern)} ({kind}; '
-        f'{scope_lines} searched). Showing {scope}, marked ">", with {counted(context_lines, "line")} of context'
+        f'{"" if result.complete else "At least "}{hit_count(result, caps.max_line_chars)} for {show(pattern)} ({kind}; '
+        f'{scope}). Showing {shown_scope}, marked ">", with {counted(context_lines, "line")} of context'
     )
     header += f' [{"; ".join(notes)}]:' if notes else ':'
     footer: list[str] = []
@@ -234,30 +296,34 @@ async def _render_grep(
     if hidden > 0:
         more = f'raise max_matches (up to {caps.max_matches}), or ' if search.max_matches < caps.max_matches else ''
         footer.append(
-            f'{counted(hidden, "more matching line")} not shown: {more}'
-            f'continue after the last one shown: {search.again(result.hits[shown_hits - 1].line + 1)}.'
+            f'{hidden} more not shown: {more}continue after the last one shown: '
+            f'{search.after(result.hits[shown_hits - 1])}.'
         )
-    footer.extend(extra)
     tail = [f'({" ".join(footer)})'] if footer else []
-    return '\n'.join([header, *body, *tail])
+    return '\n'.join([*caveats, header, *body, *tail])
 
 
 async def _render_binary_grep(
-    payload: Payload, search: _GrepCall, result: GrepResult, notes: list[str], offset: int
+    payload: Payload, search: _GrepCall, result: GrepResult, notes: list[str], offset: int, caps: QueryLimits
 ) -> str:
     handle = payload.handle
     pattern = search.pattern
     where = f' from byte {offset}' if offset else ''
-    if not result.hits:
-        text = (
-            f'No matches for {show(pattern)} in the binary stored result {show(handle)} ({payload.size} bytes){where}.'
+    caveats: list[str] = []
+    if not result.complete:
+        caveats.append(
+            f'Incomplete: the time budget ({caps.time_budget:g} s) ran out at byte {result.stopped_at_byte} of '
+            f'{payload.size}; nothing from there on was searched. Continue there: '
+            f'{search.again(result.stopped_at_byte)}.'
         )
-        if not result.complete:
-            text += (
-                f' The search used its time budget and stopped at byte {result.stopped_at_byte}. '
-                f'Continue: {search.again(result.stopped_at_byte)}.'
-            )
-        return text
+        where = f'{where or " from byte 0"} to byte {result.stopped_at_byte - 1}'
+    if not result.hits:
+        return '\n'.join(
+            [
+                *caveats,
+                f'No matches for {show(pattern)} in the binary stored result {show(handle)} ({payload.size} bytes){where}.',
+            ]
+        )
     body: list[str] = []
     for hit in result.hits:
         row_start = hit.match_start - hit.match_start % 16
@@ -265,7 +331,7 @@ async def _render_binary_grep(
         body.append(f'byte {hit.match_start}: {hex_dump(row, row_start)[0]}')
     qualifier = 'at least ' if not result.complete else ''
     header = (
-        f'{qualifier}{counted(result.total, "match").replace("matchs", "matches")} for {show(pattern)} in the binary '
+        f'{qualifier}{counted(result.total, "match")} for {show(pattern)} in the binary '
         f'stored result {show(handle)} ({payload.size} bytes){where}; showing {len(result.hits)}, each with the '
         '16-byte row holding it (hex offsets).'
     )
@@ -276,14 +342,9 @@ async def _render_binary_grep(
             "offset='<byte>'", 'offset=<byte>'
         )
     ]
-    if not result.complete:
-        footer.append(
-            f'The search used its time budget and stopped at byte {result.stopped_at_byte}. '
-            f'Continue: {search.again(result.stopped_at_byte)}.'
-        )
-    elif result.total > len(result.hits):
+    if result.complete and result.total > len(result.hits):
         footer.append(f'More matches: {search.again(result.hits[-1].match_start + 1)}.')
-    return '\n'.join([header, *body, f'({" ".join(footer)})'])
+    return '\n'.join([*caveats, header, *body, f'({" ".join(footer)})'])
 
 
 def _start_of(hit: Hit, line: int) -> int | None:
@@ -295,56 +356,22 @@ def _start_of(hit: Hit, line: int) -> int | None:
 
 
 def _group_label(hits: list[Hit]) -> str:
-    """The line above a group of matches: where they are, and the offset to read on from the first."""
-    if len(hits) == 1:
-        where = f'match at line {hits[0].line}'
-    elif len(hits) <= 5:
-        where = f'matches at lines {", ".join(str(hit.line) for hit in hits)}'
-    else:
-        where = f'{len(hits)} matches at lines {hits[0].line}-{hits[-1].line}'
-    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'
+    """The line above a group of matches: where they are, and the offset to read on from the first.
 
-
-async def line_for_hit(payload: Payload, hit: Hit, caps: QueryLimits, *, read: Line | None = None) -> Line:
-    """The matching line, showing the match even when it sits beyond the cut of a long line.
-
-    `read`: the line as already read with the lines around it (it is not read again).
+    A line where each match is a hit (a long one) is named once, with its count of matches, and no line offset to
+    read it by.
     """
-    if read is not None and read.start == hit.line_start:
-        line = read
+    per_line: dict[int, int] = {}
+    for hit in hits:
+        per_line[hit.line] = per_line.get(hit.line, 0) + 1
+    lines = list(per_line)
+    if len(lines) == 1:
+        where = f'{counted(len(hits), "match")} in line {lines[0]}' if len(hits) > 1 else f'match at line {lines[0]}'
+    elif len(lines) <= 5:
+        named = ', '.join(str(line) if count == 1 else f'{line} ({count} matches)' for line, count in per_line.items())
+        where = f'matches at lines {named}'
     else:
-        (line,) = await read_lines(payload, hit.line - 1, 1, caps.max_line_chars, known_start=hit.line_start)
-    if not line.cut or hit.match_end <= line.start + line.shown_bytes:
-        return line
-    half = caps.max_line_chars // 2
-    window = await read_byte_window(
-        payload,
-        hit.match_start - half,
-        min(caps.max_line_chars, half + (hit.match_end - hit.match_start) + half),
-        utf8_edges=True,
-    )
-    end_of_line = line.start + line.length
-    window_end = min(window.end, end_of_line)
-    text = window.data[: window_end - window.start].decode('utf-8', errors='replace').replace('\n', ' ')
-    prefix = '...' if window.start > line.start else ''
-    return Line(
-        number=line.number,
-        text=f'{prefix}{text} [match at byte {hit.match_start} of a {line.length}-byte line]',
-        start=line.start,
-        length=line.length,
-        shown_bytes=line.length,
-    )
-
-
-def searched_in_part(result: GrepResult) -> str | None:
-    """The note on lines searched in their first part only, if any were."""
-    if not result.long_lines:
-        return None
-    limit = _kib(result.searched_bytes_of_long_lines)
-    if result.long_lines == 1:
-        return f'1 line longer than {limit} was searched in its first {limit} only.'
-    return f'{result.long_lines} lines longer than {limit} were searched in their first {limit} only.'
-
-
-def _kib(nbytes: int) -> str:
-    return f'{nbytes // 1024} KiB' if nbytes >= 1024 else f'{nbytes} bytes'
+        where = f'{len(hits)} matches at lines {lines[0]}-{lines[-1]}'
+    if hits[0].in_long_line:
+        return f'-- {where} --'  # its rows say which bytes of the result they show: lines are no unit to read it by
+    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ('required_literals',)
+__all__ = ('max_match_bytes', 'required_literals')
 
 
 def _parser_modules() -> tuple[Any, Any]:
@@ -88,6 +88,23 @@ def required_literals(pattern: str) -> tuple[bytes, ...]:
     if not found or len(found) > _MAX_USEFUL_SET or min(len(text) for text in found) < _MIN_USEFUL:
         return ()
     return tuple(sorted(text.encode('utf-8', 'surrogatepass') for text in found))
+
+
+_UNBOUNDED = 1 << 32
+"""A width Python's parser gives a repetition without an upper bound (`*`, `+`, `{n,}`) or beyond."""
+
+
+def max_match_bytes(pattern: str) -> int | None:
+    """The most UTF-8 bytes a match of `pattern` (an RE2 regex) can span; `None` when unbounded or unsure."""
+    if any(construct in pattern for construct in _AMBIGUOUS):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            _low, high = _PARSER.parse(pattern, 0).getwidth()
+    except Exception:  # noqa: BLE001 - anything the parser refuses: unsure
+        return None
+    return None if high >= _UNBOUNDED else 4 * int(high)  # a character is at most 4 bytes
 
 
 def _sequence(items: list[tuple[Any, Any]]) -> _Info:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._literals import required_literals
+from ._literals import max_match_bytes, required_literals
 
 __all__ = ('MAX_PROGRAM_SIZE', 'Buffer', 'LiteralSearch', 'Matcher', 'PatternError')
 
@@ -100,12 +100,16 @@ class Matcher:
     finders: tuple[LiteralSearch, ...] = ()
     """How to find the literal (or each of `required`), faster than `bytes.find`."""
 
+    max_width: int | None = None
+    """The most bytes a match can span (the literal's length, or a regex's bound); `None` when unbounded or unknown.
+    A long line searched in overlapping windows misses no match up to the overlap long."""
+
     @classmethod
     def compile(cls, pattern: str, *, is_regex: bool) -> Matcher:
         """Build a matcher; `PatternError` for an invalid or too complex regex."""
         encoded = pattern.encode('utf-8', errors='surrogatepass')
         if not is_regex:
-            return cls(encoded, None, finders=(LiteralSearch(encoded),))
+            return cls(encoded, None, finders=(LiteralSearch(encoded),), max_width=len(encoded))
         try:
             compiled = compile_re2(encoded, line_bound=True)
         except Exception as exc:  # noqa: BLE001 - re2.error, and anything odd the binding raises
@@ -119,7 +123,8 @@ class Matcher:
         if program_size > MAX_PROGRAM_SIZE:
             raise PatternError(_TOO_COMPLEX)
         required = required_literals(pattern)
-        return cls(None, compiled, program_size, required, tuple(LiteralSearch(literal) for literal in required))
+        finders = tuple(LiteralSearch(literal) for literal in required)
+        return cls(None, compiled, program_size, required, finders, max_match_bytes(pattern))
 
     def search(self, buffer: Buffer, start: int, end: int) -> tuple[int, int]:
         """The first match in `buffer[start:end]` as `(start, end)`, or `(-1, -1)`."""

@@ -1,7 +1,13 @@
-"""What the model sees in place of a spilled payload: a header, how to read the rest, and a preview."""
+"""What the model sees in place of a spilled payload: a header, how to read the rest, and a preview.
+
+Whether that preview is a text's or binary data's is decided from the stored bytes by `looks_binary`, the decision
+the store's line index records too, so the preview and the query tools always agree; control characters in a
+text are shown escaped (`_visible.py`).
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -10,6 +16,8 @@ from datetime import timedelta
 
 from ._important_lines import LINE_CHARS, ImportantLine, important_lines
 from ._markers import PREVIEW_FOLLOWS, SpillSummary, kept_for, spill_header, spill_how_to_read
+from ._visible import INVALID_TO_REPLACEMENT, visible, visible_prefix
+from .stores._sniff import SNIFF_BYTES, binary_format, looks_binary
 
 __all__ = (
     'binary_preview',
@@ -22,7 +30,8 @@ __all__ = (
 
 
 def _clip(line: str) -> str:
-    return line if len(line) <= LINE_CHARS else f'{line[:LINE_CHARS]}[... line cut, {len(line)} chars]'
+    keep = visible_prefix(line, LINE_CHARS)
+    return visible(line) if keep == len(line) else f'{visible(line[:keep])}[... line cut, {len(line)} chars]'
 
 
 def _numbered(lines: list[tuple[int, str]]) -> str:
@@ -90,13 +99,19 @@ def _last_bytes(pieces: Sequence[bytes], limit: int) -> bytes:
 
 
 def _line_text(line: bytes) -> tuple[str, int]:
-    """The shown part of a line and how many of its bytes that is (cut at `_SHOWN_BYTES`, on a character boundary)."""
-    if len(line) <= _SHOWN_BYTES:
-        return line.decode('utf-8', 'replace'), len(line)
-    cut = _SHOWN_BYTES
-    while cut > _SHOWN_BYTES - 3 and (line[cut] & 0xC0) == 0x80:
+    """The shown part of a line, escaped (`visible`), and how many of its bytes that is: at most `_SHOWN_BYTES`
+    bytes and as many characters once escaped, cut on a character boundary.
+    """
+    cut = min(len(line), _SHOWN_BYTES)
+    while 0 < cut < len(line) and cut > _SHOWN_BYTES - 3 and (line[cut] & 0xC0) == 0x80:
         cut -= 1  # not inside a UTF-8 sequence
-    return line[:cut].decode('utf-8', 'replace'), cut
+    # `surrogateescape` maps each invalid byte to one character, so the bytes of a cut are counted exactly.
+    text = line[:cut].decode('utf-8', 'surrogateescape')
+    keep = visible_prefix(text, _SHOWN_BYTES)
+    if keep < len(text):
+        text = text[:keep]
+        cut = len(text.encode('utf-8', 'surrogateescape'))
+    return visible(text.translate(INVALID_TO_REPLACEMENT)), cut
 
 
 def _render_shown(line: _Shown) -> str:
@@ -238,6 +253,20 @@ def text_preview(
     UTF-8, if at hand; `important` the result of `important_lines` when the caller scanned already (beside the
     store write, say).
     """
+    windows = _windows(text, pieces, summary.nbytes)
+    head = windows[0][:SNIFF_BYTES]
+    if looks_binary(head, whole=summary.nbytes <= SNIFF_BYTES):
+        # The store takes these bytes for binary data (the same decision, on the same bytes): so does the preview.
+        return _binary_preview(
+            summary.tool_name,
+            summary.handle,
+            head,
+            summary.nbytes,
+            None,
+            path=summary.path,
+            query_tools=summary.query_tools,
+            expires_after=summary.expires_after,
+        )
     one_line = summary.lines <= 1 and not summary.json
     parts = [spill_header(summary), spill_how_to_read(one_line=one_line)]
     if summary.path is not None:
@@ -266,7 +295,6 @@ def text_preview(
             shown = {line.number for line in found}
             break
         found.remove(max(found, key=lambda line: (line.rank, -line.number)))
-    windows = _windows(text, pieces, summary.nbytes)
     head, tail = _head_tail_lines(windows, summary.lines, max(0, budget - used - 60), shown, json=summary.json)
     if head and one_line:
         # One line has no line numbers worth showing: its start, with the byte offset to read on from (or all of it).
@@ -281,35 +309,11 @@ def text_preview(
     return ''.join(parts).rstrip('\n')
 
 
-_MAGIC: tuple[tuple[bytes, str, str], ...] = (
-    (b'\x89PNG\r\n\x1a\n', 'PNG image', 'image/png'),
-    (b'\xff\xd8\xff', 'JPEG image', 'image/jpeg'),
-    (b'GIF87a', 'GIF image', 'image/gif'),
-    (b'GIF89a', 'GIF image', 'image/gif'),
-    (b'%PDF-', 'PDF document', 'application/pdf'),
-    (b'PK\x03\x04', 'ZIP archive (or docx/xlsx/jar)', 'application/zip'),
-    (b'\x1f\x8b', 'gzip-compressed data', 'application/gzip'),
-    (b'BZh', 'bzip2-compressed data', 'application/x-bzip2'),
-    (b'\xfd7zXZ\x00', 'xz-compressed data', 'application/x-xz'),
-    (b'(\xb5/\xfd', 'zstd-compressed data', 'application/zstd'),
-    (b'\x7fELF', 'ELF executable', 'application/x-executable'),
-    (b'SQLite format 3\x00', 'SQLite database', 'application/vnd.sqlite3'),
-    (b'OggS', 'Ogg media', 'audio/ogg'),
-    (b'ID3', 'MP3 audio', 'audio/mpeg'),
-    (b'\x00asm', 'WebAssembly module', 'application/wasm'),
-)
-
-
 def detect_binary_type(data: bytes, declared: str | None = None) -> str:
-    """A short description of what the bytes are, from their magic number (and the declared media type)."""
-    head = data[:16]
-    for magic, description, media_type in _MAGIC:
-        if head.startswith(magic):
-            return f'{description}, {media_type}'
-    if head[:4] == b'RIFF' and data[8:12] == b'WEBP':
-        return 'WebP image, image/webp'
-    if head[:4] == b'RIFF' and data[8:12] == b'WAVE':
-        return 'WAV audio, audio/wav'
+    """A short description of what the bytes are, from their signature (and the declared media type)."""
+    known = binary_format(data[:16])
+    if known is not None:
+        return f'{known[0]}, {known[1]}'
     if declared:
         return f'declared as {declared}'
     return 'unknown binary data'
@@ -321,13 +325,61 @@ def binary_preview(
     data: bytes,
     declared: str | None,
     *,
+    budget: int,
     path: str | None = None,
     query_tools: bool = True,
     expires_after: timedelta | None = None,
 ) -> str:
-    """The model-visible replacement for a spilled binary payload (`path`: its file in the workspace, if any)."""
-    kind = detect_binary_type(data, declared)
-    sample = data[:32].hex(' ')
+    """The model-visible replacement for spilled bytes (`path`: its file in the workspace, if any).
+
+    Bytes that are text (`looks_binary` says no: `subprocess` output, a text file read as bytes) get the preview of
+    a text, within `budget` characters, as the query tools read them as text; others the binary one.
+    """
+    head = data[:SNIFF_BYTES]
+    if looks_binary(head, whole=len(data) <= SNIFF_BYTES):
+        return _binary_preview(
+            tool_name,
+            handle,
+            head,
+            len(data),
+            declared,
+            path=path,
+            query_tools=query_tools,
+            expires_after=expires_after,
+        )
+    lines = data.count(b'\n') + (0 if data.endswith(b'\n') or not data else 1)
+    summary = SpillSummary(
+        tool_name=tool_name,
+        handle=handle,
+        chars=len(data),
+        tokens=math.ceil(len(data) / _BYTES_PER_TOKEN),
+        lines=lines,
+        nbytes=len(data),
+        path=path,
+        query_tools=query_tools,
+        expires_after=expires_after,
+    )
+    return text_preview(summary, None, budget, data=data, pieces=(data,))
+
+
+_BYTES_PER_TOKEN = 4
+"""The token estimate of bytes, as the bands measure them (`_render.CHARS_PER_TOKEN`)."""
+
+
+def _binary_preview(
+    tool_name: str,
+    handle: str,
+    head: bytes,
+    size: int,
+    declared: str | None,
+    *,
+    path: str | None,
+    query_tools: bool,
+    expires_after: timedelta | None,
+) -> str:
+    """The preview of binary data of `size` bytes starting with `head`."""
+    kind = detect_binary_type(head, declared)
+    sample = head[:32].hex(' ')
     how = (
         "read_tool_result(handle, unit='bytes', offset=0, limit=512) shows a hex dump of a byte range; "
         'grep_tool_result(handle, pattern) searches it for text.'
@@ -336,7 +388,7 @@ def binary_preview(
         where = workspace_file_line()[1:-2] + '.'
         how = f'{how} {where}' if query_tools else where
     return (
-        f'[`{tool_name}` returned binary data ({len(data)} bytes, {kind}), which cannot be shown as text. '
+        f'[`{tool_name}` returned binary data ({size} bytes, {kind}), which cannot be shown as text. '
         f"Saved verbatim{kept_for(expires_after)} under handle '{handle}'.\n"
         f'{how}]\n'
         f'First bytes: {sample}'

@@ -18,8 +18,10 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._matcher import Buffer
+from ._visible import INVALID_TO_REPLACEMENT, visible_prefix
 from .stores._line_index import LineIndex, LineIndexBuilder, build_line_index, nth_newline
 from .stores._protocol import LineIndexedStore, OpenableStore, OverflowStore, PayloadReader, RangeReadableStore
+from .stores._sniff import binary_format
 
 _T = TypeVar('_T')
 
@@ -201,20 +203,20 @@ class Line:
         return self.shown_bytes < self.length
 
 
-_ESCAPED_TO_REPLACEMENT = {code: '\ufffd' for code in range(0xDC80, 0xDD00)}
-"""`str.translate` table: the lone surrogates `surrogateescape` decodes invalid bytes to, shown as U+FFFD."""
-
-
 def _decode_line(number: int, start: int, raw: bytes, length: int, max_chars: int) -> Line:
     # `surrogateescape` maps each invalid byte to one character, so a cut's byte count is exact: it re-encodes
-    # to the very bytes shown. A character cut at the end of a partial read is left out, not shown broken.
+    # to the very bytes shown. A character cut at the end of a partial read is left out, not shown broken. The
+    # cut counts characters as they are shown, control characters escaped (`_visible.py`).
     partial = length > len(raw)
     text, _ = codecs.utf_8_decode(raw, 'surrogateescape', not partial)
-    if partial or len(text) > max_chars:
-        text = text[:max_chars]
+    if not partial:
+        text = text.removesuffix('\r')
+    keep = visible_prefix(text, max_chars)
+    if partial or keep < len(text):
+        text = text[:keep]
         shown = len(text.encode('utf-8', 'surrogateescape'))
-        return Line(number, text.translate(_ESCAPED_TO_REPLACEMENT), start, length, shown)
-    return Line(number, text.translate(_ESCAPED_TO_REPLACEMENT).removesuffix('\r'), start, length, length)
+        return Line(number, text.translate(INVALID_TO_REPLACEMENT), start, length, shown)
+    return Line(number, text.translate(INVALID_TO_REPLACEMENT), start, length, length)
 
 
 async def read_lines(
@@ -355,24 +357,7 @@ def hex_dump(data: bytes, base: int) -> list[str]:
     return rows
 
 
-_MAGIC_TYPES: tuple[tuple[bytes, str], ...] = (
-    (b'\x89PNG\r\n\x1a\n', 'PNG image'),
-    (b'\xff\xd8\xff', 'JPEG image'),
-    (b'GIF87a', 'GIF image'),
-    (b'GIF89a', 'GIF image'),
-    (b'%PDF-', 'PDF document'),
-    (b'PK\x03\x04', 'ZIP archive'),
-    (b'\x1f\x8b', 'gzip data'),
-    (b'\x7fELF', 'ELF executable'),
-    (b'SQLite format 3\x00', 'SQLite database'),
-)
-
-
 def sniff_type(head: bytes) -> str | None:
     """A short description of well-known binary formats from their first bytes."""
-    for magic, description in _MAGIC_TYPES:
-        if head.startswith(magic):
-            return description
-    if head.startswith(b'RIFF') and head[8:12] == b'WEBP':
-        return 'WebP image'
-    return None
+    known = binary_format(head)
+    return known[0] if known is not None else None

@@ -19,6 +19,7 @@ from ._answers import (
     check_pattern,
     counted,
     fit,
+    grep_call,
     number_width,
     read_call,
     render_line,
@@ -27,10 +28,20 @@ from ._answers import (
     storage_error,
 )
 from ._grep import grep_lines, grep_lines_backward
-from ._grep_tool import line_for_hit, searched_in_part
+from ._grep_texts import incomplete, line_for_hit
 from ._handles import open_handle
 from ._matcher import Matcher
-from ._query import Payload, hex_dump, line_of_offset, read_byte_window, read_lines, read_lines_at, sniff_type
+from ._query import (
+    ByteWindow,
+    Payload,
+    hex_dump,
+    line_of_offset,
+    read_byte_window,
+    read_lines,
+    read_lines_at,
+    sniff_type,
+)
+from ._visible import INVALID_TO_REPLACEMENT, visible, visible_prefix
 from .stores._protocol import OverflowStore
 
 __all__ = ('read_tool_result',)
@@ -159,34 +170,47 @@ async def _read_matching(
         return f'offset={shown_offset} is past the end: the stored result {show(handle)} has {total} lines.'
     matcher = Matcher.compile(pattern, is_regex=False)
     deadline = time.monotonic() + caps.time_budget
+    caveats: list[str] = []
+    further_back = ''
     if from_end:
         end_line = total - offset
         result = await grep_lines_backward(payload, matcher, end_line=end_line, max_hits=limit, deadline=deadline)
         scanned = f'lines {result.stopped_at_line + 1}-{end_line}'
+        further_back = read_call(
+            handle, offset=total - result.stopped_at_line, from_end=True, pattern=pattern, **same_limit(limit)
+        )
+        if result.out_of_time:
+            caveats.append(
+                f'Incomplete: the time budget ({caps.time_budget:g} s) ran out after reaching back to line '
+                f'{result.stopped_at_line + 1}; lines 1-{result.stopped_at_line} were not searched. Continue further '
+                f'back: {further_back}.'
+            )
     else:
         result = await grep_lines(
             payload, matcher, first_line=offset, max_hits=limit, stop_when_full=True, deadline=deadline
         )
-        scanned = f'lines {offset + 1}-{result.stopped_at_line}'
+        last = result.stopped_at_line + 1 if result.mid_line else result.stopped_at_line
+        scanned = f'lines {offset + 1}-{last}'
+        if result.mid_line:
+            scanned += f' (line {last} only before byte {result.stopped_at_byte})'
+        if result.out_of_time:
+            # Inside a line, only the grep tool starts at a byte: the same literal search, from there.
+            resume = (
+                grep_call(handle, pattern, start=result.stopped_at_byte)
+                if result.mid_line
+                else read_call(handle, offset=result.stopped_at_line + 1, pattern=pattern, **same_limit(limit))
+            )
+            caveats.append(incomplete(payload, result, caps.time_budget, resume))
     described = f'containing {show(pattern)} (literal, case-sensitive)'
-    in_part = searched_in_part(result)
-    if in_part:
-        notes.append(in_part.removesuffix('.'))
     if not result.hits:
-        text = f'No line {described} in {scanned} of the stored result {show(handle)} ({total} lines).'
+        text = f'No line {described} in {scanned} of the stored result {show(handle)} ({counted(total, "line")}).'
+        if not result.complete:
+            text = f'No line {described} in the part searched, {scanned} of the stored result {show(handle)} ({counted(total, "line")}).'
         if notes:
             text += f' [{"; ".join(notes)}]'
         if result.complete:
             text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
-        elif from_end:
-            more = read_call(
-                handle, offset=total - result.stopped_at_line, from_end=True, pattern=pattern, **same_limit(limit)
-            )
-            text += f' The scan used its time budget. Continue further back: {more}.'
-        else:
-            more = read_call(handle, offset=result.stopped_at_line + 1, pattern=pattern, **same_limit(limit))
-            text += f' The scan used its time budget. Continue: {more}.'
-        return text
+        return '\n'.join([*caveats, text])
     hits = result.hits
     # Only as many lines as can fit are rendered (the tail of them when reading from the end).
     most = max(1, (caps.max_output_chars - FRAME_RESERVE) // 8)
@@ -197,7 +221,8 @@ async def _read_matching(
     ]
     width = number_width(lines) if not from_end else len(str(max(line.number for line in lines)))
     rendered = [render_line(line, width) for line in lines]
-    fitted = fit(rendered, caps.max_output_chars - FRAME_RESERVE, keep_tail=from_end)
+    budget = caps.max_output_chars - FRAME_RESERVE - sum(len(text) + 1 for text in caveats)
+    fitted = fit(rendered, budget, keep_tail=from_end)
     if fitted < len(lines):
         notes.append(f'output capped at {caps.max_output_chars} characters')
         lines, rendered = (lines[-fitted:], rendered[-fitted:]) if from_end else (lines[:fitted], rendered[:fitted])
@@ -206,28 +231,26 @@ async def _read_matching(
         f'Stored result {show(handle)}: {which}{counted(len(lines), "line")} {described}, from {scanned} of {total}'
     )
     header += f' [{"; ".join(notes)}]:' if notes else ':'
-    footer: str
+    footer: str | None
     if from_end:
         # Earlier matches may sit just before the first line shown when some were left out; otherwise everything
-        # from where the scan reached back to is shown.
+        # from where the scan reached back to is shown (and a scan the budget stopped says so first).
         full = len(lines) < len(result.hits) or len(result.hits) >= limit
         earlier = lines[0].number - 1 if full else result.stopped_at_line
-        footer = (
-            f'Earlier matches, if any: '
-            f'{read_call(handle, offset=total - earlier, from_end=True, pattern=pattern, **same_limit(limit))}.'
-            if earlier
-            else 'This reaches the start of the result.'
-        )
-        if result.out_of_time:
-            footer = (
-                f'The scan used its time budget after reaching back to line {result.stopped_at_line + 1}. ' + footer
-            )
-    elif len(lines) < len(result.hits) or not result.complete:  # More hits than shown, or the scan was cut short.
+        earlier_call = read_call(handle, offset=total - earlier, from_end=True, pattern=pattern, **same_limit(limit))
+        if not earlier:
+            footer = 'This reaches the start of the result.'
+        else:
+            footer = None if earlier_call == further_back and caveats else f'Earlier matches, if any: {earlier_call}.'
+    elif len(lines) < len(result.hits) or (not result.complete and not result.out_of_time):
+        # More hits than shown, or the scan stopped once full: the next page goes on after the last line shown.
         next_offset = lines[-1].number + 1 if len(lines) < len(result.hits) else result.stopped_at_line + 1
         footer = f'More may follow. Next page: {read_call(handle, offset=next_offset, pattern=pattern, **same_limit(limit))}.'
-    else:
+    elif result.complete:
         footer = 'No more matching lines: the scan reached the end.'
-    return '\n'.join([header, *rendered, f'({footer})'])
+    else:
+        footer = None  # the caveat above says where to go on
+    return '\n'.join([*caveats, header, *rendered, *([f'({footer})'] if footer else [])])
 
 
 async def _read_text_bytes(payload: Payload, offset: int, limit: int, from_end: bool, caps: QueryLimits) -> str:
@@ -242,12 +265,19 @@ async def _read_text_bytes(payload: Payload, offset: int, limit: int, from_end: 
     start = max(0, size - offset - limit) if from_end else offset
     length = (size - offset - start) if from_end else limit
     window = await read_byte_window(payload, start, length, utf8_edges=True)
+    # Control characters are shown escaped, up to four characters each: the window ends where that fills the answer.
+    decoded = window.data.decode('utf-8', 'surrogateescape')
+    keep = visible_prefix(decoded, caps.max_output_chars - FRAME_RESERVE)
+    if keep < len(decoded):
+        decoded = decoded[:keep]
+        window = ByteWindow(window.start, window.start + len(decoded.encode('utf-8', 'surrogateescape')), b'')
+        note += f' [output capped at {caps.max_output_chars} characters]'
+    text = visible(decoded.translate(INVALID_TO_REPLACEMENT))
     line = await line_of_offset(payload, window.start) + 1
     header = (
         f'Stored result {show(handle)}: bytes {window.start}-{window.end - 1} of {size}, starting in line {line}'
         f' (edges moved to whole UTF-8 characters){note}:'
     )
-    text = window.data.decode('utf-8', errors='replace')
     footer: list[str] = []
     if window.end < size:
         footer.append(

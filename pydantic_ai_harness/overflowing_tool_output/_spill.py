@@ -41,9 +41,17 @@ async def spill(action: Spill, unit: ActionContext) -> tuple[Reduced | None, str
         handle, reason = await unit.write(unit.key, rendered.data, action.timeout)
         if handle is None:
             return None, reason
-        preview = binary_preview(
-            unit.call.tool_name, handle, rendered.data, rendered.media_type, **unit.workspace_file(handle)
+        # Bytes that are text get a text's preview (its lines, scanned): off the loop when large.
+        build = partial(
+            binary_preview,
+            unit.call.tool_name,
+            handle,
+            rendered.data,
+            rendered.media_type,
+            budget=action.preview_chars,
+            **unit.workspace_file(handle),
         )
+        preview = await off_loop(unit.run, build, large=len(rendered.data) > OFF_LOOP_BYTES)
         return Reduced(preview, 'spill', handle, len(rendered.data)), ''
     if rendered.size_chars <= action.preview_chars:
         # The preview would hold all of it plus its header, so it cannot be smaller: store nothing, and hand

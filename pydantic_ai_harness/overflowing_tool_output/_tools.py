@@ -41,7 +41,7 @@ _READ_DOC = (
 
 _GREP_DOC = (
     'Find lines in a stored tool output, with context and their total. '
-    "Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched. "
+    "Literal unless is_regex (RE2: '(?i)error|fail'); offset/start: first line/byte searched. "
     'No handle: searches every stored output of this conversation, newest first (offset: first output).'
 )
 
@@ -148,12 +148,17 @@ def build_query_toolset(
         max_matches: int = 20,
         is_regex: bool = False,
         offset: int = 0,
+        start: int = 0,
     ) -> str:
         if not clean_handle(handle):
+            if start:
+                raise ModelRetry(
+                    'start (a byte to start at) needs a handle: pass the handle the search was stopped in.'
+                )
             return await grep_all(pattern, max_matches, is_regex, offset)
 
         def grep(store: OverflowStore, meant: str) -> Awaitable[str]:
-            return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset)
+            return _grep_tool_result(store, caps, meant, pattern, context_lines, max_matches, is_regex, offset, start)
 
         return await answer(handle, caps.store_timeout, grep)
 

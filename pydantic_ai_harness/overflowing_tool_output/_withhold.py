@@ -25,6 +25,7 @@ from ._render import render_value, stored_form
 from ._secrets import Redactor, SecretRedaction
 from ._unit import is_tool_return, with_notes
 from .stores import LocalFileStore
+from .stores._sniff import SNIFF_BYTES, looks_binary
 
 __all__ = (
     'ORIGINAL_HANDLE_KEY',
@@ -212,9 +213,10 @@ def _mask_value(redactor: Redactor, value: Any, counts: Counter[str]) -> Any:
 def _mask_bytes(redactor: Redactor, data: bytes, counts: Counter[str], unchanged: Any) -> Any:
     """Bytes that read as text (what `subprocess.check_output` returns) masked byte for byte; `unchanged` if none.
 
-    Bytes with a NUL early on are data, not text, unless they are valid UTF-8: those are passed on as they are.
+    Bytes with a NUL early on are data, not text, unless they are valid UTF-8 or are text all the same by the decision
+    the preview and the query tools make (`looks_binary`: a stray NUL in text): those are passed on as they are.
     """
-    if b'\x00' in data[:_BINARY_SNIFF_BYTES]:
+    if b'\x00' in data[:_BINARY_SNIFF_BYTES] and looks_binary(data[:SNIFF_BYTES], whole=len(data) <= SNIFF_BYTES):
         try:
             data.decode('utf-8')
         except UnicodeDecodeError:

@@ -456,13 +456,9 @@ async def test_the_content_part_of_an_old_tool_return_ages_too(tmp_path: Path) -
     assert len(documents) <= 3  # the last turns whole; measured: all 8
 
 
-@pytest.mark.xfail(
-    reason='Known limit, shared with spills: the read tool takes a payload holding a NUL for binary.', strict=True
-)
 async def test_an_aged_text_reads_back_as_the_text_the_model_saw(tmp_path: Path) -> None:
     """A text return with one stray NUL (process output, `find -print0`) is shown to the model as text; once aged,
-    its payload is sniffed as binary by the query tools, and `read_tool_result` answers with a hex dump (16 bytes a
-    row, ~4x the tokens) instead of the lines the model had read."""
+    the query tools read it back as that text too (they once took any NUL for binary and answered with a hex dump)."""
     text = 'header\x00\n' + '\n'.join(f'log line {i}: all good' for i in range(200)) + '\nFATAL: disk quota exceeded'
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -149,8 +149,29 @@ def test_the_index_is_the_same_however_its_newlines_are_counted(seed: int, size:
         (b'tests/test_1.py\n' * 50 + b'caf\xe9.txt\n' + b'tests/test_2.py\n' * 50, False),
         ('notes/\udce9t\u00e9.md\n'.encode('utf-8', 'surrogatepass') * 2 + b'readme.md\n' * 20, False),
         (bytes(range(128, 256)) * 10, True),
+        # Control bytes count as not text, but for the line breaks, tab, bell, backspace and ESC (colours).
+        (b'./src/a.py\x00./src/b.py\x00' * 40, False),
+        (b'\x1b[31mFAILED\x1b[0m test_x\r\n' * 40, False),
+        (b'\x00' * 100, True),
+        ('UTF-16 text'.encode('utf-16-le') * 10, True),
+        # Only the first 64 KiB decide: what follows is shown as text, escaped.
+        (b'x' * (64 << 10) + b'\x00' * 100_000, False),
     ],
-    ids=['ascii', 'utf8', 'nul', 'invalid', 'cut-char', 'latin1-name', 'lone-surrogate', 'high-bytes'],
+    ids=[
+        'ascii',
+        'utf8',
+        'nul',
+        'invalid',
+        'cut-char',
+        'latin1-name',
+        'lone-surrogate',
+        'high-bytes',
+        'stray-nuls',
+        'ansi-colours',
+        'nul-run',
+        'utf16',
+        'nuls-after-64-kib',
+    ],
 )
 async def test_binary_detection(data: bytes, binary: bool) -> None:
     assert build_line_index(data).is_binary is binary
@@ -291,11 +312,15 @@ async def test_catastrophic_regex_over_a_megabyte_line_is_fast(make_store) -> No
 
 
 async def test_grep_stops_at_its_deadline_and_says_where() -> None:
+    """A deadline already past: the first search is made all the same (so a continued search always gets further),
+    then the scan stops and says where."""
     store = MemoryStore()
     handle = await store.write('r', b'match\n' * 200_000)
     payload = await open_payload(store, handle)
     result = await grep_lines(payload, Matcher.compile('match', is_regex=False), max_hits=3, deadline=0.0)
-    assert not result.complete and result.stopped_at_line == 0 and result.total == 0
+    assert not result.complete and result.out_of_time and not result.mid_line
+    assert 0 < result.total < 200_000 and result.stopped_at_line == result.total
+    assert result.stopped_at_byte == 6 * result.total
 
 
 async def test_grep_stop_when_full_reports_the_next_line() -> None:
@@ -332,8 +357,9 @@ async def test_long_lines_are_cut_and_skipped_with_the_index(make_store) -> None
     scattered = await read_lines_at(payload, [(1, 0), (2, 6), (3, 6 + len(long_line) + 1)], max_line_chars=100)
     assert [line.text for line in scattered] == ['first', 'x' * 100, 'third NEEDLE']
     result = await grep_lines(payload, Matcher.compile('NEEDLE', is_regex=False), max_hits=5, deadline=far())
-    # The long line is searched in its first 4 MiB only (reported), the next line is still found.
-    assert [hit.line for hit in result.hits] == [3] and result.long_lines == 1
+    # The long line is searched whole, piece by piece (its match 9 MB in), and the next line after it.
+    assert [(hit.line, hit.match_start) for hit in result.hits] == [(2, 6 + 9_000_000), (3, 6 + len(long_line) + 7)]
+    assert result.complete and not result.windowed_lines
 
 
 async def test_window_reads_are_o_window_on_range_stores() -> None:

@@ -247,9 +247,11 @@ async def test_outputs_are_capped_and_long_lines_cut(tmp_path: Path) -> None:
 async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_group(
     tmp_path: Path, context_lines: int
 ) -> None:
-    """5,000 adjacent matching lines form one context group; it is cut at the cap, and paging goes on after it."""
+    """5,000 adjacent matching lines form one context group; it is cut at the cap, and paging goes on after it.
+
+    (The lines are shown whole, under 1,000 bytes: in a longer one each match would be a hit of its own.)"""
     store = LocalFileStore(base_dir=tmp_path / 'spill')
-    handle = await store.write('r/c/0', ''.join(f'{i} hit {"x" * 1500}\n' for i in range(5_000)).encode())
+    handle = await store.write('r/c/0', ''.join(f'{i} hit {"x" * 900}\n' for i in range(5_000)).encode())
     toolset = build_query_toolset(store)
     grep: Any = toolset.tools['grep_tool_result'].function
     answer = await grep(handle=handle, pattern='hit', max_matches=100, context_lines=context_lines)
@@ -278,13 +280,22 @@ async def test_paging_hints_repeat_the_limit_the_model_chose(tmp_path: Path) -> 
     assert f"Previous page: read_tool_result(handle='{handle}', offset=50, from_end=True, limit=50)." in from_end
 
 
-async def test_a_pattern_read_says_when_a_very_long_line_was_searched_only_in_part(tmp_path: Path) -> None:
+async def test_a_pattern_read_finds_a_match_past_the_first_4_mib_of_a_line(tmp_path: Path) -> None:
+    """A line longer than a scan block is searched whole (it was searched in its first 4 MiB only); the match is
+    shown with the bytes around it, every position a byte offset of the result."""
     store = LocalFileStore(base_dir=tmp_path / 'spill')
     handle = await store.write('r/c/0', b'short line\n' + b'z' * (5 << 20) + b' NEEDLE\nlast\n')
     read: Any = build_query_toolset(store).tools['read_tool_result'].function
     answer = await read(handle=handle, pattern='NEEDLE')
-    assert answer.startswith("No line containing 'NEEDLE'")
-    assert '[1 line longer than 4096 KiB was searched in its first 4096 KiB only]' in answer
+    assert answer.splitlines()[0] == (
+        f"Stored result '{handle}': 1 line containing 'NEEDLE' (literal, case-sensitive), from lines 1-3 of 3:"
+    )
+    needle = len('short line\n') + (5 << 20) + 1  # 5 MiB into line 2, which starts at byte 11
+    assert needle == 5_242_892
+    assert answer.splitlines()[1] == (
+        '2| ...' + 'z' * 249 + ' NEEDLE [bytes 5242642-5242897 of the result, in line 2 (bytes 11-5242897); the '
+        'match starts at byte 5242892]'
+    )
 
 
 async def test_binary_payloads_are_hex_dumped_and_grepped_by_offset(tmp_path: Path) -> None:
@@ -330,13 +341,13 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
         "Read a stored tool output. offset: first line shown, from 1 (from_end: counted back; unit='bytes': first byte); pattern keeps lines containing it; path queries JSON ($.data[?@.status=='stuck'].id)."
     )
     assert grep.description == snapshot(
-        "Find lines in a stored tool output, with context and their total. Literal unless is_regex (RE2: '(?i)error|fail'); offset: first line searched. No handle: searches every stored output of this conversation, newest first (offset: first output)."
+        "Find lines in a stored tool output, with context and their total. Literal unless is_regex (RE2: '(?i)error|fail'); offset/start: first line/byte searched. No handle: searches every stored output of this conversation, newest first (offset: first output)."
     )
     read_params = read.parameters_json_schema['properties']
     assert set(read_params) == {'handle', 'offset', 'limit', 'from_end', 'pattern', 'unit', 'path'}
     assert read_params['unit']['enum'] == ['lines', 'bytes']
     grep_params = grep.parameters_json_schema['properties']
-    assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex', 'offset'}
+    assert set(grep_params) == {'handle', 'pattern', 'context_lines', 'max_matches', 'is_regex', 'offset', 'start'}
     # The fixed cost of the query tools, sent with every request: both definitions together in cl100k tokens.
     import json
 
@@ -351,7 +362,7 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
         )
         for t in (read, grep)
     )
-    assert cost <= 370, cost
+    assert cost <= 388, cost
     assert grep.parameters_json_schema['required'] == ['pattern']
 
 

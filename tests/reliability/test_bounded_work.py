@@ -107,9 +107,12 @@ async def test_a_capture_group_bomb_is_answered_quickly_on_a_log_and_on_binary(t
         ],
     )
     log_answer, blob_answer = (str(part.content) for part in steps.answers[-1])
-    # Every line matches `.*`: all 20,000 are counted, or the budget stopped the count and says how to go on.
+    # Every line matches `.*`: all 20,000 are counted, or the budget stopped the count and says first where, with the
+    # call that goes on there.
     assert log_answer.startswith('20000 matching lines for') or (
-        log_answer.startswith('At least') and 'Continue: grep_tool_result(' in log_answer
+        log_answer.startswith('Incomplete: the time budget (0.5 s) ran out at line ')
+        and 'Continue there: grep_tool_result(' in log_answer.splitlines()[0]
+        and log_answer.splitlines()[1].startswith('At least ')
     )
     assert 'did not answer' not in log_answer + blob_answer
     assert 'matches for' in blob_answer or 'match for' in blob_answer
@@ -154,15 +157,51 @@ async def test_a_regex_stopped_by_its_budget_says_where_and_its_continuation_fin
             answer = await grep(handle=handle, pattern=SLOW_PATTERN, is_regex=True, context_lines=0, offset=offset)
             assert time.perf_counter() - started < CALL_BOUND
             found |= {int(n) for n in re.findall(r'^>\s*(\d+)\|', answer, re.MULTILINE)}
-            more = re.search(r'Continue: grep_tool_result\(.*offset=(\d+)\)', answer)
+            more = re.search(r'Continue there: grep_tool_result\(.*offset=(\d+)\)', answer)
             if more is None:
                 break
-            assert 'used its time budget and stopped at line' in answer
+            assert answer.startswith('Incomplete: the time budget (0.5 s) ran out at line ')  # said first
             assert int(more.group(1)) > offset  # every call makes progress
             offset = int(more.group(1))
             assert calls < 200
     assert found == planted
     print(f'\n{SLOW_PATTERN} over 1.5 MB of a/b text: {calls} calls to cover it, loop lag {lag.worst * 1000:.0f} ms')
+    assert lag.worst < LOOP_BOUND, f'the event loop was held for {lag.worst * 1000:.0f} ms'
+
+
+async def test_a_100_mb_line_is_searched_in_bounded_calls_that_go_on_where_they_stopped(tmp_path: Path) -> None:
+    """Issue 31: a 100 MB single line of random a/b text (the food of `a[ab]{200}c`, ~1-2 us a byte), a fact 99 MB
+    in. A literal finds the fact in one call; the costly regex is searched in calls that each answer within the
+    bound, say first where they stopped, and go on from there (finding what was planted on the way), never holding
+    the event loop."""
+    line = random.Random(31).randbytes(100_000_000).translate(bytes(b'ab'[i % 2] for i in range(256)))
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    planted = b'a' + b'b' * 200 + b'c'
+    handle = await store.write(
+        'run/call/0', b''.join([line[:700_000], planted, line[700_202:99_000_000], b'FACT-42', line[99_000_007:]])
+    )
+    del line
+    grep: Any = build_query_toolset(store).tools['grep_tool_result'].function
+    async with watch_loop() as lag:
+        started = time.perf_counter()
+        answer = await grep(handle=handle, pattern='FACT-42')
+        assert time.perf_counter() - started < CALL_BOUND
+        assert answer.startswith("1 match inside lines longer than 1000 bytes for 'FACT-42' (literal, case-sensitive")
+        assert 'the match starts at byte 99000000]' in answer
+        arguments: dict[str, Any] = {'handle': handle, 'pattern': SLOW_PATTERN, 'is_regex': True}
+        answers: list[str] = []
+        for _ in range(4):
+            started = time.perf_counter()
+            answers.append(await grep(**arguments))
+            assert time.perf_counter() - started < CALL_BOUND
+            more = re.search(r'Continue there: grep_tool_result\(.*start=(\d+)\)\.$', answers[-1].splitlines()[0])
+            assert more is not None, answers[-1][:300]
+            assert int(more.group(1)) > arguments.get('start', 0)  # every call gets further
+            arguments['start'] = int(more.group(1))
+    assert any('the match starts at byte 700000]' in answer for answer in answers)
+    print(
+        f'\n{SLOW_PATTERN} over a 100 MB line: {arguments["start"]} bytes in 4 calls, loop lag {lag.worst * 1000:.0f} ms'
+    )
     assert lag.worst < LOOP_BOUND, f'the event loop was held for {lag.worst * 1000:.0f} ms'
 
 

@@ -96,6 +96,17 @@ async def test_binary_data_is_passed_on_as_it_is(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_text_with_a_stray_nul_is_masked_as_the_text_it_is_shown_as(tmp_path: Path) -> None:
+    """`find -print0` output with a Latin-1 name: an early NUL and invalid UTF-8, but text by the decision the preview
+    and the query tools make, so they show it as text: it is masked as text, in the preview and in the store."""
+    data = b'./caf\xe9.txt\x00' + f'./.env GITHUB_TOKEN={GITHUB}\x00'.encode() + b'./src/module.py\x00' * 4_000
+    part, capability = await run_one(data, tmp_path)
+    assert isinstance(part.metadata, dict) and part.metadata['secrets_withheld'] == {'GitHub Token': 1}
+    assert 'returned binary data' not in str(part.content) and not leaked(GITHUB, str(part.content))
+    assert not leaked(GITHUB, await capability._resolved_store.read(part.metadata['overflow_handle']))
+
+
+@pytest.mark.anyio
 async def test_text_binary_content_is_masked(tmp_path: Path) -> None:
     part, _ = await run_one(BinaryContent(data=f'key: {GITHUB}\n'.encode(), media_type='text/plain'), tmp_path)
     assert isinstance(part.content, BinaryContent)

@@ -8,7 +8,6 @@ of a scan from the start. For 100 MB in 64 KiB chunks the index is ~1,600 intege
 from __future__ import annotations
 
 import bisect
-import codecs
 import functools
 import importlib
 import itertools
@@ -19,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
+
+from ._sniff import SNIFF_BYTES, TextSniffer
 
 __all__ = (
     'DEFAULT_CHUNK_SIZE',
@@ -35,7 +36,8 @@ DEFAULT_CHUNK_SIZE = 64 * 1024
 INLINE_INDEX_BYTES = 1 << 20
 """Payloads up to this size are line-indexed where they are written; the stores index larger ones off the loop."""
 
-_MAGIC = b'PAILIDX1'
+_MAGIC = b'PAILIDX2'
+"""Version 2: `is_binary` is the decision of `_sniff.looks_binary` (version 1 took any NUL byte for binary)."""
 _HEADER = struct.Struct('<8sIQQB')
 _FLAG_BINARY = 1
 
@@ -61,10 +63,12 @@ class LineIndex:
     """For chunk `i` (bytes `[i * chunk_size, (i + 1) * chunk_size)`), the newlines in all earlier bytes."""
 
     is_binary: bool
-    """Whether the payload looks binary (shown as a hex dump, not as text).
+    """Whether the payload is binary (shown as a hex dump, not as text): the decision `looks_binary` makes from its
+    first 64 KiB, the same one its spill preview made.
 
-    Binary means: a NUL byte anywhere, or more than one byte in ten of the first chunk not valid UTF-8. Text with a
-    few invalid bytes (a Latin-1 file name, a lone surrogate) stays text, shown with U+FFFD in their place.
+    Binary means: more than one byte in ten of the first 64 KiB is not text (NUL and other control bytes text does
+    not hold, or bytes not valid UTF-8). Text with a few such bytes (a stray NUL, a Latin-1 file name, a lone
+    surrogate) stays text, shown with the control bytes escaped and U+FFFD for the invalid ones.
     """
 
     ends_with_newline: bool
@@ -136,10 +140,7 @@ class LineIndexBuilder:
         self._position = 0
         self._newlines = 0
         self._before = array('Q')
-        self._binary = False
-        self._decoder = codecs.getincrementaldecoder('utf-8')('surrogateescape')
-        self._checked = 0
-        self._invalid = 0
+        self._sniffer = TextSniffer()
         self._last_byte = -1
 
     def feed(self, data: bytes, start: int = 0, end: int | None = None) -> None:
@@ -147,7 +148,8 @@ class LineIndexBuilder:
         end = len(data) if end is None else end
         if end <= start:
             return
-        view = memoryview(data)
+        if not self._sniffer.done:
+            self._sniffer.feed(data, start, end)
         count = _newline_counter(data)
         position = start
         while position < end:
@@ -156,30 +158,14 @@ class LineIndexBuilder:
                 self._before.append(self._newlines)
             take = min(end - position, self._chunk_size - offset_in_chunk)
             self._newlines += count(position, position + take)
-            if not self._binary:
-                self._check_text(data, view, position, position + take, first_chunk=self._position < self._chunk_size)
             position += take
             self._position += take
         self._last_byte = data[end - 1]
 
-    def _check_text(self, data: bytes, view: memoryview, start: int, end: int, *, first_chunk: bool) -> None:
-        if data.find(b'\x00', start, end) != -1:
-            self._binary = True
-            return
-        if first_chunk:
-            self._count_invalid(self._decoder.decode(view[start:end]), end - start)
-
-    def _count_invalid(self, text: str, fed: int) -> None:
-        # Each invalid byte decodes to one escape character, which only the `surrogateescape` encoding keeps.
-        self._invalid += len(text.encode('utf-8', 'surrogateescape')) - len(text.encode('utf-8', 'ignore'))
-        self._checked += fed
-
     def finish(self) -> LineIndex:
         """The index of everything fed so far."""
-        if not self._binary and self._position <= self._chunk_size:
-            # The whole payload fits the first chunk: a character cut at its very end is invalid too.
-            self._count_invalid(self._decoder.decode(b'', final=True), 0)
-        binary = self._binary or self._invalid * _MAX_INVALID_SHARE > self._checked
+        # A payload that fits the sniffed start is seen whole: a character cut at its very end is invalid too.
+        binary = self._sniffer.finish(whole=self._position <= SNIFF_BYTES)
         return LineIndex(
             size=self._position,
             newline_count=self._newlines,
@@ -220,10 +206,6 @@ def _numpy() -> Any:
         return importlib.import_module('numpy')
     except ImportError:
         return None
-
-
-_MAX_INVALID_SHARE = 10
-"""A first chunk with more than one invalid UTF-8 byte in this many is binary."""
 
 
 def build_line_index(data: bytes, chunk_size: int = DEFAULT_CHUNK_SIZE) -> LineIndex:
