@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ToolReturnPart
 
+from ..overflowing_tool_output._names import offered_names
+
 __all__ = ('cut_text', 'with_content')
 
 
@@ -21,8 +23,8 @@ _NO_STORE = 'no store to save it in'
 
 def _cut_note(shown: int, total: int, handle: str | None, not_kept: str) -> str:
     where = (
-        f"the full record is saved under handle '{handle}': read_tool_result(handle) pages it, "
-        'grep_tool_result(handle, pattern) searches it'
+        f"the full record is saved under handle '{handle}': {offered_names().read}(handle) pages it, "
+        f'{offered_names().grep}(handle, pattern) searches it'
         if handle is not None
         else f'the rest was not kept ({not_kept})'
     )

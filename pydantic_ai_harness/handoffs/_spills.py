@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from .._typing import is_items, is_object
 from ..overflowing_tool_output import OverflowingToolOutput
+from ..overflowing_tool_output._names import offered_names
 from ._cut import with_content
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (
@@ -107,9 +108,10 @@ def readable_here(effective: OverflowingToolOutput | None, source: OverflowingTo
 
 def _unreadable_note(handles: Sequence[str]) -> str:
     quoted = ', '.join(f"'{handle}'" for handle in handles)
+    names = offered_names()
     return (
-        f'\n[Note: the full output saved under {quoted} cannot be read by this agent: it has no read_tool_result or '
-        'grep_tool_result over the store it is in. Work from the preview above, or ask the agent that handed over.]'
+        f'\n[Note: the full output saved under {quoted} cannot be read by this agent: it has no {names.read} or '
+        f'{names.grep} over the store it is in. Work from the preview above, or ask the agent that handed over.]'
     )
 
 

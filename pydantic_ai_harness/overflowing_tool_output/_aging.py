@@ -27,6 +27,7 @@ from typing_extensions import TypeIs
 from .._typing import is_int, is_mapping
 from ._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, report_aged, warn
 from ._markers import kept_for
+from ._names import QUERY_TOOL_KINDS, offered_names
 from ._unit import with_notes
 
 __all__ = (
@@ -283,13 +284,11 @@ def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = No
         f'[Moved out of context: the output of `{tool_name}` (~{tokens:,} tokens). '
         f"Saved in full{kept_for(place.expires_after)} under handle '{handle}'"
     )
+    names = offered_names()
     if place.path is None:
-        return f'{saved}; read_tool_result or grep_tool_result gets it back.]'
+        return f'{saved}; {names.read} or {names.grep} gets it back.]'
     if place.query_tools:
-        return (
-            f'{saved}; read_tool_result or grep_tool_result gets it back, '
-            "or your own file tools (it is the file's path).]"
-        )
+        return f"{saved}; {names.read} or {names.grep} gets it back, or your own file tools (it is the file's path).]"
     return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
@@ -297,7 +296,9 @@ def _ages(part: object) -> TypeIs[ToolReturnPart]:
     """Whether a part may age at all: a plain successful tool return, without files, not already a stub, and with
     metadata that can hold the handle (a typed return, such as a tool search's, is read back by pydantic-ai itself).
     """
-    if type(part) is not ToolReturnPart or part.tool_kind is not None or part.outcome != 'success':
+    if type(part) is not ToolReturnPart or part.outcome != 'success':
+        return False
+    if part.tool_kind is not None and part.tool_kind not in QUERY_TOOL_KINDS:  # a typed return core reads back
         return False
     if part.metadata is not None and not is_mapping(part.metadata):
         return False  # the application's own metadata object: no room to record the handle the model may read

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic_ai import ModelRetry
 
-from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
+from ._names import offered_names
 from ._query import Line
 from ._visible import visible
 
@@ -86,13 +86,13 @@ def counted(number: int, noun: str) -> str:
 def read_call(handle: str, **arguments: object) -> str:
     """The `read_tool_result` call with these arguments, as an answer suggests it."""
     rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
-    return f'{READ_TOOL_NAME}(handle={handle!r}, {rendered})'
+    return f'{offered_names().read}(handle={handle!r}, {rendered})'
 
 
 def grep_call(handle: str, pattern: str, **arguments: object) -> str:
     """The `grep_tool_result` call of one stored result with these arguments, as an answer suggests it."""
     rendered = ''.join(f', {name}={value!r}' for name, value in arguments.items())
-    return f'{GREP_TOOL_NAME}(handle={handle!r}, pattern={pattern!r}{rendered})'
+    return f'{offered_names().grep}(handle={handle!r}, pattern={pattern!r}{rendered})'
 
 
 def same_limit(limit: int) -> dict[str, int]:

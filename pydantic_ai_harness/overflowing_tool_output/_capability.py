@@ -41,7 +41,7 @@ from ._events import (
     warn,
 )
 from ._important_lines import load_literal_finder
-from ._names import is_query_tool
+from ._names import is_query_tool, naming, run_names
 from ._render import Rendered, measure
 from ._request_side import RequestSide
 from ._secrets import SecretRedaction
@@ -327,7 +327,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         ):
             return result  # the common case, decided without rendering or allocating anything
         try:
-            return await self._loop.reduce_result(ctx, call, tool_def, result)
+            with naming(run_names(ctx)):  # previews name the query tools as this run offers them
+                return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
             raise  # a configuration that cannot work is the user's to fix, not a run-time fallback
         except OverflowingToolOutputWarning:

@@ -25,17 +25,21 @@ from ._aging import AgedBatch, Aging, AgingTools, DueReturn, age_items, due_retu
 from ._context_window import usable_window
 from ._events import OverflowAged, aged_in_run, report_aged, warn
 from ._ledger import record_ledger
+from ._names import offered_names
 
 __all__ = ('COMPACTION_HANDLER', 'LosslessCompaction', 'compact_losslessly', 'request_tokens', 'tool_tokens')
 
 COMPACTION_HANDLER = 'overflowing_tool_output'
 """What `CompactionRecord.handler` says for a compaction this capability made."""
 
-_COMPACTION_NOTE = (
-    'Older tool outputs in this conversation were moved out of the context to make room; nothing was summarized '
-    'or lost. Each stub names a handle: read_tool_result or grep_tool_result gets the output back.'
-)
-"""The summary text core requires a compaction part to carry; the model reads it as a note beside the stubs."""
+
+def compaction_note() -> str:
+    """The summary text core requires a compaction part to carry; the model reads it as a note beside the stubs."""
+    names = offered_names()
+    return (
+        'Older tool outputs in this conversation were moved out of the context to make room; nothing was '
+        f'summarized or lost. Each stub names a handle: {names.read} or {names.grep} gets the output back.'
+    )
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,7 @@ async def compact_losslessly(
     if not batch.aged:
         return None  # the first write failed: nothing moved, the next capability compacts
     compacted = [batch.replacements.get(id(message), message) for message in messages]
-    part = CompactionPart(content=_COMPACTION_NOTE)
+    part = CompactionPart(content=compaction_note())
     record_ledger(part, [])  # the stubs name every handle it moved: nothing left to carry
     holder = _holder(compacted, batch)
     compacted[holder] = dataclasses.replace(compacted[holder], parts=[*compacted[holder].parts, part])

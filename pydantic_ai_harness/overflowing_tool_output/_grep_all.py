@@ -21,7 +21,7 @@ from ._grep_texts import hit_count, line_for_hit, window_caveat
 from ._grep_tool import check_grep_arguments
 from ._handles import KnownHandle, open_handle
 from ._matcher import Matcher
-from ._names import GREP_TOOL_NAME
+from ._names import offered_names
 from .stores._protocol import OverflowStore
 
 __all__ = ('grep_all_tool_results',)
@@ -75,7 +75,7 @@ def _grep_call(pattern: str, is_regex: bool, handle: str = '', **arguments: obje
     """The `grep_tool_result` call that searches on: one result (`handle`) or, without one, every result."""
     named = {'handle': handle} if handle else {}
     named |= {'pattern': pattern, **({'is_regex': True} if is_regex else {}), **arguments}
-    return f'{GREP_TOOL_NAME}({", ".join(f"{name}={value!r}" for name, value in named.items())})'
+    return f'{offered_names().grep}({", ".join(f"{name}={value!r}" for name, value in named.items())})'
 
 
 async def grep_all_tool_results(
@@ -102,7 +102,7 @@ async def grep_all_tool_results(
     if known is None:
         return (
             "A search without a handle cannot see this conversation's stored results here. Pass the handle a "
-            "stored result's preview shows: grep_tool_result(handle, pattern)."
+            f"stored result's preview shows: {offered_names().grep}(handle, pattern)."
         )
     if not known:
         return (

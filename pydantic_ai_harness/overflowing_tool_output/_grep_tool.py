@@ -19,7 +19,7 @@ from ._grep_bytes import grep_bytes
 from ._grep_texts import hit_count, incomplete, line_for_hit, searched_scope, window_caveat
 from ._handles import open_handle
 from ._matcher import Matcher, PatternError
-from ._names import GREP_TOOL_NAME
+from ._names import offered_names
 from ._query import Payload, hex_dump, line_of_offset, line_start, read_lines
 from .stores._protocol import OverflowStore
 
@@ -201,7 +201,7 @@ class _GrepCall:
         else:
             arguments['offset'] = offset
         rendered = ', '.join(f'{name}={value!r}' for name, value in arguments.items())
-        return f'{GREP_TOOL_NAME}(handle={self.handle!r}, {rendered})'
+        return f'{offered_names().grep}(handle={self.handle!r}, {rendered})'
 
 
 async def _render_grep(  # noqa: C901 - groups, their rows and the output cap read best in one place

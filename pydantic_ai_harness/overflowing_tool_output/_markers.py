@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from ._names import offered_names
+
 __all__ = (
     'SpillSummary',
     'cut_here_marker',
@@ -137,14 +139,15 @@ def spill_how_to_read(*, one_line: bool = False) -> str:
 
     `one_line`: the payload is a single line (minified JSON, say), so lines are no unit to page it by: bytes are.
     """
+    names = offered_names()
     if one_line:
         return (
-            'grep_tool_result(handle, pattern) finds each match and its byte offset; '
-            "read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]\n"
+            f'{names.grep}(handle, pattern) finds each match and its byte offset; '
+            f"{names.read}(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]\n"
         )
     return (
-        'grep_tool_result(handle, pattern) finds lines; '
-        'read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]\n'
+        f'{names.grep}(handle, pattern) finds lines; '
+        f'{names.read}(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]\n'
     )
 
 
@@ -166,8 +169,8 @@ def summary_marker(
     how = f' in {chunks} parts' if chunks > 1 else ''
     lead = f'[Summary, written by a model{how}, of what' if by_model else '[Summary of what'
     where = (
-        f"The full original is saved under handle '{handle}': grep_tool_result(handle, pattern) checks a detail; "
-        'read_tool_result(handle, from_end=True) reads the end.'
+        f"The full original is saved under handle '{handle}': {offered_names().grep}(handle, pattern) checks a "
+        f'detail; {offered_names().read}(handle, from_end=True) reads the end.'
         if handle is not None
         else 'The full original was not kept.'
     )

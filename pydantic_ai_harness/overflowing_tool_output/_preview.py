@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from ._important_lines import LINE_CHARS, ImportantLine, important_lines
 from ._markers import PREVIEW_FOLLOWS, SpillSummary, kept_for, spill_header, spill_how_to_read
+from ._names import offered_names
 from ._visible import INVALID_TO_REPLACEMENT, visible, visible_prefix
 from .stores._sniff import SNIFF_BYTES, binary_format, looks_binary
 
@@ -380,9 +381,10 @@ def _binary_preview(
     """The preview of binary data of `size` bytes starting with `head`."""
     kind = detect_binary_type(head, declared)
     sample = head[:32].hex(' ')
+    names = offered_names()
     how = (
-        "read_tool_result(handle, unit='bytes', offset=0, limit=512) shows a hex dump of a byte range; "
-        'grep_tool_result(handle, pattern) searches it for text.'
+        f"{names.read}(handle, unit='bytes', offset=0, limit=512) shows a hex dump of a byte range; "
+        f'{names.grep}(handle, pattern) searches it for text.'
     )
     if path is not None:
         where = workspace_file_line()[1:-2] + '.'

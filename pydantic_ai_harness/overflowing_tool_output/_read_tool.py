@@ -31,6 +31,7 @@ from ._grep import grep_lines, grep_lines_backward
 from ._grep_texts import incomplete, line_for_hit
 from ._handles import open_handle
 from ._matcher import Matcher
+from ._names import offered_names
 from ._query import (
     ByteWindow,
     Payload,
@@ -83,7 +84,7 @@ async def read_tool_result(
             if pattern is not None:
                 raise ModelRetry(
                     f'The stored result {show(payload.handle)} is binary, so it has no lines to filter. '
-                    'Use grep_tool_result to find bytes in it, or read it without pattern (a hex dump).'
+                    f'Use {offered_names().grep} to find bytes in it, or read it without pattern (a hex dump).'
                 )
             return await _read_hex(payload, offset, limit, from_end, unit, caps)
         if unit == 'bytes':
@@ -209,7 +210,10 @@ async def _read_matching(
         if notes:
             text += f' [{"; ".join(notes)}]'
         if result.complete:
-            text += " For a case-insensitive or regex search use grep_tool_result with is_regex=True, e.g. '(?i)error'."
+            text += (
+                f' For a case-insensitive or regex search use {offered_names().grep} with is_regex=True, '
+                "e.g. '(?i)error'."
+            )
         return '\n'.join([*caveats, text])
     hits = result.hits
     # Only as many lines as can fit are rendered (the tail of them when reading from the end).

@@ -25,7 +25,7 @@ from ._bands import Action, Band
 from ._compaction import LosslessCompaction, compact_losslessly, tool_tokens
 from ._events import VALUE_PREFIX, OverflowingToolOutputWarning, warn
 from ._ledger import HandleLedger
-from ._names import query_tool_names
+from ._names import names_in, naming, query_tool_names
 from ._offload import large_text, off_loop
 from ._render import Rendered
 from ._request_rules import (
@@ -107,7 +107,8 @@ class RequestSide:
         earlier = self.replacements.latest(request_context.messages)
         exempt, selected = query_tool_names(offered), selector(self.loop.tool_filter, ctx, offered)
         request = HeldRequest(ctx, earlier, exempt, selected, request_context.model)
-        await hold_request(self.rules, request)
+        with naming(names_in(offered)):  # stubs and previews name the query tools as this request offers them
+            await hold_request(self.rules, request)
         pairs = [
             (old, new) for old, new in zip(request_context.messages, request.messages, strict=True) if old is not new
         ]
@@ -129,7 +130,8 @@ class RequestSide:
         exempt, selected = query_tool_names(offered), selector(self.loop.tool_filter, ctx, offered)
         tools = self.kit.tools(ctx, exempt, selected, None, setting.timeout)
         try:
-            return await compact_losslessly(ctx, request, setting, tools, tool_tokens(parameters))
+            with naming(names_in(offered)):
+                return await compact_losslessly(ctx, request, setting, tools, tool_tokens(parameters))
         except (OverflowConfigurationError, OverflowingToolOutputWarning):
             raise
         except Exception as exc:  # noqa: BLE001 - the run must never die here: the next capability compacts

@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic_ai import FunctionToolset, ModelRetry, RunContext
+from pydantic_ai import FunctionToolset, ModelRetry, RunContext, Tool
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from ._answers import DEFAULT_LIMIT, QueryLimits, show, storage_error
@@ -24,7 +24,15 @@ from ._grep_all import grep_all_tool_results
 from ._grep_tool import grep_tool_result as _grep_tool_result
 from ._handles import KnownHandle, clean_handle, conversation_handles, resolved_answer
 from ._json_query_tool import PATH_QUERY_SECONDS, path_matches, query_path
-from ._names import QUERY_TOOL_MARK, QUERY_TOOL_NAMES, QUERY_TOOLSET_ID
+from ._names import (
+    GREP_TOOL_KIND,
+    QUERY_TOOL_MARK,
+    QUERY_TOOL_NAMES,
+    QUERY_TOOLSET_ID,
+    READ_TOOL_KIND,
+    naming,
+    run_names,
+)
 from ._read_tool import read_tool_result as _read_tool_result
 from .stores._protocol import OverflowStore
 
@@ -49,7 +57,17 @@ _RUN: ContextVar[RunContext[Any] | None] = ContextVar('overflowing_tool_output_q
 """The run a routed toolset's tool call belongs to, while the call runs (unset for the plain form)."""
 
 
-class _RoutedToolset(FunctionToolset[Any]):
+class _QueryToolset(FunctionToolset[Any]):
+    """The query toolset: each call's answer names the tools as the run offers them (`PrefixTools` renames them)."""
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        with naming(run_names(ctx)):
+            return await super().call_tool(name, tool_args, ctx, tool)
+
+
+class _RoutedToolset(_QueryToolset):
     """The query toolset whose tool calls know their run: the tools read it from `_RUN` to route and resolve."""
 
     before_call: Callable[[RunContext[Any]], None] | None = None
@@ -166,9 +184,10 @@ def build_query_toolset(
     grep_tool_result.__doc__ = _GREP_DOC
     # Generous retries: a model that keeps passing a bad argument gets the precise error several times
     # before the run gives up.
-    tools = [read_tool_result, grep_tool_result]
+    # Each carries its kind, so the capability and core find it whatever it is named.
+    tools = [Tool(read_tool_result, tool_kind=READ_TOOL_KIND), Tool(grep_tool_result, tool_kind=GREP_TOOL_KIND)]
     if route is None:
-        return FunctionToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
+        return _QueryToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
     routed = _RoutedToolset(tools, id=QUERY_TOOLSET_ID, max_retries=5, metadata=dict(QUERY_TOOL_MARK))
     routed.before_call = before_call
     return routed

@@ -339,13 +339,9 @@ async def test_a_tool_filter_by_tool_metadata_ages_the_tools_it_selects(tmp_path
     assert overflow_report(result.all_messages()).aged >= 8
 
 
-@pytest.mark.xfail(
-    reason='Known limit, shared with spill previews: markers name the query tools by their own names, not a prefix.',
-    strict=True,
-)
 async def test_stubs_name_the_query_tools_by_the_names_the_model_is_offered(tmp_path: Path) -> None:
-    """Under `PrefixTools` the query tools are offered as `x_read_tool_result` / `x_grep_tool_result` (the
-    capability knows those names: `exempt`), but the stub tells the model to call `read_tool_result`."""
+    """Under `PrefixTools` the query tools are offered as `x_read_tool_result` / `x_grep_tool_result`; the stub told
+    the model to call `read_tool_result` (a strict expected failure until the query tools carried a tool kind)."""
     pager = Pager(pages=10)
     capability = OverflowingToolOutput(store=LocalFileStore(tmp_path), workspace=None, aging=aging())
     agent = Agent(FunctionModel(pager), capabilities=[PrefixTools(capability, prefix='x')])
@@ -353,7 +349,7 @@ async def test_stubs_name_the_query_tools_by_the_names_the_model_is_offered(tmp_
     result = await agent.run('go')
     stubs = [str(p.content) for p in returns(result.all_messages()) if stub_of(p)]
     assert stubs
-    assert all('x_read_tool_result' in stub for stub in stubs), (stubs[0], sorted(pager.offered[-1]))
+    assert all('x_read_tool_result or x_grep_tool_result gets it back' in stub for stub in stubs), stubs[0]
 
 
 async def test_a_return_of_many_tokens_in_few_characters_ages() -> None:
