@@ -27,6 +27,7 @@ def test_overflowing_tool_output_exports() -> None:
             'ListableStore',
             'LocalFileStore',
             'LosslessCompaction',
+            'MemoryStore',
             'OverflowAged',
             'OverflowConfigurationError',
             'OverflowReduced',

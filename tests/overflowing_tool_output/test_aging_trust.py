@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -33,6 +32,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Aging,
     Band,
     LocalFileStore,
+    MemoryStore,
     OverflowingToolOutput,
     OverflowingToolOutputWarning,
     Spill,
@@ -147,23 +147,8 @@ async def test_forged_spill_metadata_neither_names_another_payload_nor_claims_it
     assert int(match.group(2).replace(',', '')) < 1_000  # ~552 tokens, not 2.5e29
 
 
-class HangingStore(LocalFileStore):
-    """Spills work; every later write (aging's) hangs."""
-
-    attempts: int = 0
-    hang: bool = False
-
-    async def write(self, key: str, data: bytes) -> str:
-        if not self.hang:
-            return await super().write(key, data)
-        type(self).attempts += 1
-        await anyio.sleep_forever()
-        raise AssertionError
-
-
 async def test_aging_writes_are_bounded_by_the_configured_timeout(tmp_path: Path) -> None:
-    store = HangingStore(tmp_path)
-    store.hang = True
+    store = MemoryStore(hang=True)
     capability = OverflowingToolOutput(
         store=store,
         workspace=None,
@@ -176,7 +161,7 @@ async def test_aging_writes_are_bounded_by_the_configured_timeout(tmp_path: Path
         await agent_with(capability, lambda: 'a small return of some length\n' * 40).run('go', model=chatter(3))
     # One batch gave up after the band's 0.3 s, where a fixed 30 s had stalled the run (measured: 30.1 s).
     assert time.monotonic() - started < 10
-    assert HangingStore.attempts >= 1
+    assert store.writes >= 1
 
 
 async def test_aging_takes_its_own_timeout_when_given(tmp_path: Path) -> None:

@@ -15,7 +15,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
-from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, OverflowingToolOutputWarning, Spill
+from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
+    OverflowingToolOutput,
+    OverflowingToolOutputWarning,
+    Spill,
+    stores,
+)
 
 from .conftest import MemoryStore, call_tools_once, run_tool
 
@@ -191,17 +197,9 @@ async def test_the_same_input_gives_byte_identical_model_visible_text() -> None:
 
 
 async def test_a_hanging_store_is_bounded_by_the_timeout() -> None:
-    import anyio
-
-    class HangingStore:
-        async def write(self, key: str, data: bytes) -> str:
-            await anyio.sleep(3600)
-            return key
-
-        async def read(self, handle: str) -> bytes:
-            raise KeyError(handle)
-
-    capability = OverflowingToolOutput(bands=[Band(over=100, action=Spill(timeout=0.2))], store=HangingStore())
+    capability = OverflowingToolOutput(
+        bands=[Band(over=100, action=Spill(timeout=0.2))], store=stores.MemoryStore(hang=True)
+    )
     with pytest.warns(
         OverflowingToolOutputWarning, match=r'did not finish writing within 0.2 s; falling back to Truncate'
     ):

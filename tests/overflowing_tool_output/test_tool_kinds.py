@@ -51,7 +51,7 @@ async def test_previews_and_answers_name_the_tools_as_offered(tmp_path: Path) ->
             return ModelResponse(parts=[ToolCallPart('dump', {})])
         seen.append(str(done[-1].content))
         if len(done) == 1:
-            handle = done[0].metadata['overflow_handle']  # pyright: ignore[reportOptionalSubscript]
+            handle = done[0].metadata['overflow_handle']
             return ModelResponse(parts=[ToolCallPart('x_grep_tool_result', {'handle': handle, 'pattern': 'ERROR'})])
         if len(done) == 2:
             return ModelResponse(parts=[ToolCallPart('x_grep_tool_result', {'pattern': 'ok', 'max_matches': 2})])

@@ -31,6 +31,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Band,
     HandleNotFoundError,
     LocalFileStore,
+    MemoryStore,
     OverflowingToolOutput,
     OverflowingToolOutputWarning,
     QueryLimits,
@@ -387,18 +388,10 @@ async def test_a_store_returning_nonsense_never_crashes_or_hangs_a_query(name: s
         assert isinstance(answer, str) and answer
 
 
-class HangingStore:
-    async def write(self, key: str, data: bytes) -> str:
-        await anyio.sleep(3600)
-        return key
-
-    async def read(self, handle: str) -> bytes:
-        await anyio.sleep(3600)
-        return b''
-
-
 async def test_a_hanging_store_write_is_bounded_by_spill_timeout() -> None:
-    capability = OverflowingToolOutput(bands=[Band(over=10_000, action=Spill(timeout=0.2))], store=HangingStore())
+    capability = OverflowingToolOutput(
+        bands=[Band(over=10_000, action=Spill(timeout=0.2))], store=MemoryStore(hang=True, hang_reads=True)
+    )
     started = time.perf_counter()
     with pytest.warns(OverflowingToolOutputWarning, match=r'did not finish writing within 0.2 s; falling back'):
         messages = await run_one_tool(capability, LOG)
@@ -465,7 +458,10 @@ async def test_a_local_store_on_a_frozen_filesystem_is_bounded_by_spill_timeout(
 
 async def test_a_hanging_store_read_is_bounded() -> None:
     steps = Steps(lambda answers: None if steps.answers else [('read_tool_result', {'handle': 'r/c/0'})])
-    agent = Agent(steps.model, toolsets=[build_query_toolset(HangingStore(), limits=QueryLimits(store_timeout=0.5))])
+    agent = Agent(
+        steps.model,
+        toolsets=[build_query_toolset(MemoryStore(hang=True, hang_reads=True), limits=QueryLimits(store_timeout=0.5))],
+    )
     messages: list[ModelMessage] = []
     with anyio.move_on_after(2.0) as scope:
         result = await agent.run('go')
@@ -478,7 +474,9 @@ async def test_a_hanging_store_read_is_bounded() -> None:
 
 async def test_a_hanging_store_under_summarize_keep_original_is_bounded() -> None:
     action = Summarize(summarize=lambda tool, text: 'a short summary', store_timeout=0.5)
-    capability = OverflowingToolOutput(bands=[Band(over=10_000, action=action)], store=HangingStore())
+    capability = OverflowingToolOutput(
+        bands=[Band(over=10_000, action=action)], store=MemoryStore(hang=True, hang_reads=True)
+    )
     messages: list[Any] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._line_index import LineIndex, LineIndexBuilder, build_line_index
 from ._local import LocalFileStore, StoreRootError
+from ._memory import MemoryStore
 from ._protocol import (
     DeletableStore,
     HandleNotFoundError,
@@ -41,6 +42,7 @@ __all__ = (
     'LineIndexedStore',
     'ListableStore',
     'LocalFileStore',
+    'MemoryStore',
     'OverflowStore',
     'PayloadTooLargeError',
     'RangeReadableStore',
