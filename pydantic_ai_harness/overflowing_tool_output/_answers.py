@@ -116,7 +116,10 @@ def check_pattern(pattern: str, limits: QueryLimits) -> None:
             'pattern must not contain a newline: lines are matched one at a time. Search for one line of the text.'
         )
     if len(pattern) > limits.max_pattern_chars:
-        raise ModelRetry(f'pattern is {len(pattern)} characters long; the limit is {limits.max_pattern_chars}.')
+        raise ModelRetry(
+            f'pattern is {len(pattern)} characters long; the limit is {limits.max_pattern_chars}. '
+            'Search for a shorter part of the line.'
+        )
 
 
 def number_width(lines: list[Line]) -> int:

@@ -96,7 +96,8 @@ async def grep_all_tool_results(
     """
     if offset < 0:
         raise ModelRetry(
-            f'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got {offset}.'
+            f'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got {offset}. '
+            'Leave it out to search from the newest.'
         )
     checked = check_grep_arguments(caps, pattern, 0, max_matches, is_regex, 0)
     if known is None:

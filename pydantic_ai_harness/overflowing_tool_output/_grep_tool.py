@@ -122,9 +122,14 @@ def check_grep_arguments(
 ) -> CheckedGrep:
     """The checked arguments, or `ModelRetry` with a precise message for the first wrong one."""
     if offset < 0:
-        raise ModelRetry(f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}.')
+        raise ModelRetry(
+            f'offset must be 0 or more (the line to start searching at, 1-based), got {offset}. '
+            'Leave it out to search from the first line.'
+        )
     if start < 0:
-        raise ModelRetry(f'start must be 0 or more (the byte to start searching at), got {start}.')
+        raise ModelRetry(
+            f'start must be 0 or more (the byte to start searching at), got {start}. Leave it out to search from the start.'
+        )
     if start and offset:
         raise ModelRetry(
             f'Pass offset (the line to start at) or start (the byte to start at), not both: got offset={offset}, '
@@ -134,9 +139,9 @@ def check_grep_arguments(
         raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
     check_pattern(pattern, caps)
     if context_lines < 0:
-        raise ModelRetry(f'context_lines must be 0 or more, got {context_lines}.')
+        raise ModelRetry(f'context_lines must be 0 or more, got {context_lines}. Pass 0 for the matching lines alone.')
     if max_matches < 1:
-        raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}.')
+        raise ModelRetry(f'max_matches must be 1 or more, got {max_matches}. Leave it out for 20.')
     notes: list[str] = []
     if context_lines > caps.max_context_lines:
         notes.append(f'context_lines capped at {caps.max_context_lines}')

@@ -118,7 +118,8 @@ class Matcher:
                 detail = detail.decode('utf-8', errors='replace')
             if 'too large' in str(detail):
                 raise PatternError(_TOO_COMPLEX) from None
-            raise PatternError(str(detail)) from None
+            # RE2 quotes the pattern it compiled, with the line-anchor flag this module put in front of it.
+            raise PatternError(str(detail).replace('(?m)', '', 1)) from None
         program_size = int(compiled.programsize)
         if program_size > MAX_PROGRAM_SIZE:
             raise PatternError(_TOO_COMPLEX)

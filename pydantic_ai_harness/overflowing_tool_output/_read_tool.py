@@ -63,16 +63,19 @@ async def read_tool_result(
     """The answer to `read_tool_result` without `path`, for the result `handle` holds in `store`."""
     if offset < 0:
         raise ModelRetry(
-            f'offset must be 0 or more (the line to start at, 1-based; use from_end=True to count from the end), '
-            f'got {offset}.'
+            f'offset must be 0 or more (the line to start at, 1-based), got {offset}. Pass from_end=True and a '
+            'positive offset to count from the end.'
         )
     if limit < 1:
-        raise ModelRetry(f'limit must be 1 or more, got {limit}.')
+        raise ModelRetry(f'limit must be 1 or more, got {limit}. Leave it out for 200 lines.')
     if pattern == '':
         pattern = None
     if pattern is not None:
         if unit == 'bytes':
-            raise ModelRetry("pattern filters lines, so it cannot be combined with unit='bytes'.")
+            raise ModelRetry(
+                "pattern filters lines, so it cannot be combined with unit='bytes'. Drop pattern to read bytes, "
+                'or unit to filter lines.'
+            )
         check_pattern(pattern, caps)
     payload = await open_handle(store, handle)
     if isinstance(payload, str):

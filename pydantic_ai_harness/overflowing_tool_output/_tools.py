@@ -58,13 +58,20 @@ _RUN: ContextVar[RunContext[Any] | None] = ContextVar('overflowing_tool_output_q
 
 
 class _QueryToolset(FunctionToolset[Any]):
-    """The query toolset: each call's answer names the tools as the run offers them (`PrefixTools` renames them)."""
+    """The query toolset: each call's answer names the tools as the run offers them (`PrefixTools` renames them).
+
+    An argument the model got wrong is answered in the shape of every other guidance, plain text saying what was
+    wrong and what to pass instead, rather than as a retry (which pydantic-ai sends as `{"error": ...}` and counts).
+    """
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         with naming(run_names(ctx)):
-            return await super().call_tool(name, tool_args, ctx, tool)
+            try:
+                return await super().call_tool(name, tool_args, ctx, tool)
+            except ModelRetry as problem:
+                return problem.message
 
 
 class _RoutedToolset(_QueryToolset):

@@ -196,7 +196,8 @@ async def test_the_time_budget_stops_the_search_with_the_calls_that_continue(tmp
             "No match for 'launch code' in the part searched (literal, case-sensitive; 1 stored result searched of the 2"
         )
     )
-    # A negative offset is sent back as a retry that says what offset means without a handle.
+    # A negative offset is answered as every guidance is: what offset means without a handle, and what to pass.
     assert answers[1] == (
-        'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got -1.'
+        'offset must be 0 or more (without a handle: the stored result to start at, 1 = the newest), got -1. '
+        'Leave it out to search from the newest.'
     )
