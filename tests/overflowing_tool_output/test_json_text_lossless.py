@@ -54,7 +54,9 @@ def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
-async def run_calls(tmp_path: Path, value: Any, *follow_ups: tuple[str, dict[str, Any]]) -> tuple[list[str], bytes]:
+async def run_calls(
+    tmp_path: Path, value: Any, *follow_ups: tuple[str, dict[str, Any]], strip_ansi: bool = False
+) -> tuple[list[str], bytes]:
     """Run an agent whose tool returns `value` (spilled), then makes `follow_ups`; the answers and the stored bytes."""
     store = LocalFileStore(base_dir=tmp_path / 'spill')
     steps = [('fetch', {}), *follow_ups]
@@ -66,7 +68,7 @@ async def run_calls(tmp_path: Path, value: Any, *follow_ups: tuple[str, dict[str
             return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=CALL_ID if step == 0 else f'c{step}')])
         return ModelResponse(parts=[TextPart('done')])
 
-    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=store)])
+    agent = Agent(FunctionModel(model), capabilities=[OverflowingToolOutput(store=store, strip_ansi=strip_ansi)])
 
     @agent.tool_plain
     def fetch() -> Any:
@@ -114,6 +116,30 @@ async def test_grep_and_read_show_what_the_tool_wrote(tmp_path: Path) -> None:
         '1006|  "precise":0.30000000000000000000001,',
         '1007|  "price":1.10,',
     ]
+
+
+async def test_a_path_query_reads_duplicate_names_as_json_parsers_do(tmp_path: Path) -> None:
+    """Of two members with the same name the last counts, as for `json.loads`; grep and reads show both."""
+    answers, _ = await run_calls(
+        tmp_path, report(1_000), ('read_tool_result', {'handle': HANDLE, 'path': '$.summary.status'})
+    )
+    assert answers[1] == snapshot("""\
+1 match for '$.summary.status' in '6rm6wxww11'; all 1:
+line 1004: $['summary']['status'] = "ok"
+(In context: read_tool_result(handle='6rm6wxww11', offset=999, limit=20), with offset a few lines before a match.)\
+""")
+
+
+async def test_a_text_is_stored_as_its_bytes(tmp_path: Path) -> None:
+    text = ''.join(f'line {n} \ud800 é\n' for n in range(2_000))  # a lone surrogate is kept as it is
+    _, stored = await run_calls(tmp_path, text)
+    assert stored == text.encode('utf-8', 'surrogatepass')
+
+
+async def test_a_text_is_stored_as_the_model_would_see_it_after_ansi_stripping(tmp_path: Path) -> None:
+    text = ''.join(f'\x1b[31mline {n}\x1b[0m\n' for n in range(2_000))
+    _, stored = await run_calls(tmp_path, text, strip_ansi=True)
+    assert stored == text.replace('\x1b[31m', '').replace('\x1b[0m', '').encode()
 
 
 class Order(pydantic.BaseModel):
