@@ -86,7 +86,7 @@ def json_text_layout(text: str) -> JsonLayout | None:
     """
     if len(text) > JSON_TEXT_MAX_CHARS or not _opens_container(text):
         return None
-    if '\\u' in text or '\\/' in text:
+    if '\\' in text and ('\\u' in text or '\\/' in text):
         return relayout(text)  # escapes pydantic-core does not write (`\u00e9`, `\/`): its layout would not do
     try:
         layout = lay_out(pydantic_core.from_json(text, allow_inf_nan=False))
@@ -119,7 +119,8 @@ def _same_tokens(text: str, layout: JsonLayout) -> bool:
     without their spaces only when every character is written the same way in both (a space written `\u0020`
     stays in one, not in the other).
     """
-    squeezed = text.encode('utf-8', 'surrogatepass').translate(None, _SPACE_BYTES)
+    data = text.encode('utf-8', 'surrogatepass')
+    squeezed = data.translate(None, _SPACE_BYTES) if _has_space(text) else data
     position = 0
     for piece in layout.pieces:
         hand_over()
