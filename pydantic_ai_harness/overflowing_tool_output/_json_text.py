@@ -32,7 +32,7 @@ import pydantic_core
 from .._gil import hand_over
 from ._json_layout import LINE_BYTES, MAX_DEPTH, PACK_START, PIECE_BYTES, JsonLayout, lay_out
 
-__all__ = ('JSON_TEXT_MAX_CHARS', 'json_text_layout', 'relayout')
+__all__ = ('JSON_TEXT_MAX_CHARS', 'MAX_STEPS', 'json_text_layout', 'relayout', 'squeezed')
 
 JSON_TEXT_MAX_CHARS = 16_000_000
 """Longer texts are stored as the text they are, even when they are JSON: parsing one costs several times its size
@@ -251,7 +251,7 @@ class _Relayout:
                 end = -1
                 value = None
             if end != -1 and (end < len(window) or at + len(window) == len(text)):
-                line = _squeezed(window[:end])
+                line = squeezed(window[:end])
                 return (value, line, at + end) if _utf8_len(line) <= LINE_BYTES else None
             if not _has_space(window):
                 return None
@@ -274,7 +274,7 @@ class _Relayout:
             if text[at : at + 1] in ('[', '{'):
                 return self._open(at, depth)
         value, end = self._scan(text, at)
-        self._write(_squeezed(text[at:end]))
+        self._write(squeezed(text[at:end]))
         return value, end
 
     def _open(self, at: int, depth: int) -> tuple[Any, int] | _Frame:
@@ -465,7 +465,7 @@ def _without_space(text: str) -> str:
     return text.replace(' ', '').replace('\n', '').replace('\t', '').replace('\r', '')
 
 
-def _squeezed(value: str) -> str:
+def squeezed(value: str) -> str:
     r"""The text of a JSON value (checked already) without the whitespace between its tokens.
 
     Its strings are found by their quotes: with `\\` and `\"` swapped for NUL and SOH first, which JSON never

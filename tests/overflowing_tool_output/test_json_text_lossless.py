@@ -21,6 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 from pydantic_ai_harness.overflowing_tool_output._json_layout import lay_out
 from pydantic_ai_harness.overflowing_tool_output._json_text import json_text_layout, relayout
+from pydantic_ai_harness.overflowing_tool_output._jsonpath import query_json
 
 models.ALLOW_MODEL_REQUESTS = False
 pytestmark = pytest.mark.anyio
@@ -118,16 +119,28 @@ async def test_grep_and_read_show_what_the_tool_wrote(tmp_path: Path) -> None:
     ]
 
 
-async def test_a_path_query_reads_duplicate_names_as_json_parsers_do(tmp_path: Path) -> None:
-    """Of two members with the same name the last counts, as for `json.loads`; grep and reads show both."""
+async def test_a_path_query_shows_values_as_the_tool_wrote_them(tmp_path: Path) -> None:
+    """It selects as JSON parsers do (of two members with the same name the last counts), and shows each match as
+    the stored text spells it."""
     answers, _ = await run_calls(
-        tmp_path, report(1_000), ('read_tool_result', {'handle': HANDLE, 'path': '$.summary.status'})
+        tmp_path,
+        report(1_000),
+        ('read_tool_result', {'handle': HANDLE, 'path': '$.summary'}),
+        ('read_tool_result', {'handle': HANDLE, 'path': '$.summary.status'}),
+        ('read_tool_result', {'handle': HANDLE, 'path': "$['big','precise','price','letter']"}),
     )
-    assert answers[1] == snapshot("""\
-1 match for '$.summary.status' in '6rm6wxww11'; all 1:
-line 1004: $['summary']['status'] = "ok"
-(In context: read_tool_result(handle='6rm6wxww11', offset=999, limit=20), with offset a few lines before a match.)\
-""")
+    assert [answer.splitlines()[1:-1] for answer in answers[1:]] == snapshot(
+        [
+            ['line 1004: $[\'summary\'] = {"status":"FAILED","status":"ok"}'],
+            ["line 1004: $['summary']['status'] = \"ok\""],
+            [
+                "line 1005: $['big'] = 1e400",
+                "line 1006: $['precise'] = 0.30000000000000000000001",
+                "line 1007: $['price'] = 1.10",
+                'line 1008: $[\'letter\'] = "\\u0041"',
+            ],
+        ]
+    )
 
 
 async def test_a_text_is_stored_as_its_bytes(tmp_path: Path) -> None:
@@ -282,3 +295,25 @@ def test_text_pydantic_writes_is_laid_out_as_its_value_is(value: Any) -> None:
     assert relaid is not None
     assert (relaid.data(), relaid.lines, relaid.padding) == (expected.data(), expected.lines, expected.padding)
     assert json_text_layout(text).data() == expected.data()
+
+
+@st.composite
+def arrays_and_elements(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A JSON array text spelled any way, and the text of each of its elements."""
+    elements = draw(st.lists(st.recursive(_SCALARS, _containers, max_leaves=20), min_size=1, max_size=40))
+    return _joined(elements, draw(st.data()), '[', ']'), elements
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(arrays_and_elements())
+def test_a_path_query_shows_each_element_as_written(document: tuple[str, list[str]]) -> None:
+    text, elements = document
+    layout = json_text_layout(text)
+    assert layout is not None
+    data = layout.data()
+    found = query_json(lambda start, end: data[start:end], len(data), '$[*]', max_matches=len(elements))
+    shown = [match.value for match in found.matches]
+    expected = [''.join(tokens(element)) for element in elements]
+    assert shown == [
+        value if len(value) <= 300 else f'{value[:300]}... ({len(value) - 300} more characters)' for value in expected
+    ]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output._json_text import MAX_STEPS, json_text_layout
 
 from ._loop_lag import watch_loop
@@ -143,3 +143,26 @@ async def test_spilling_15_mb_of_json_text_laid_out_element_by_element_does_not_
     print(f'\n{len(text) / MB:.1f} MB of JSON text spilled element by element: loop lag {lag.worst * 1000:.0f} ms')
     assert stored.split(b'\n')[1:3] == [b' "\\u0041",', b' {"id":0,"v":"\\u00e9"},']
     assert lag.worst < LOOP_BOUND, f'the event loop was held {lag.worst * 1000:.0f} ms'
+
+
+async def test_a_path_query_over_a_million_digit_int_answers_at_once(tmp_path: Path) -> None:
+    """`int()` of a long digit string costs time quadratic in its length: such an int is read as a float."""
+    digits = '9' * MB
+    text = f'{{"items":[{{"id":1,"n":{digits}}},{{"id":2,"n":5}}],"rows":[' + ','.join(['{"x":0}'] * 2_000) + ']}'
+    store = LocalFileStore(base_dir=tmp_path / 'spill')
+    messages = await run_one_tool(OverflowingToolOutput(store=store), text)
+    [part] = tool_returns(messages)
+    read: Any = build_query_toolset(store).tools['read_tool_result'].function
+    started = time.process_time()
+    async with watch_loop() as lag:
+        value = await read(handle=part.metadata['overflow_handle'], path='$.items[0].n')
+        compared = await read(handle=part.metadata['overflow_handle'], path='$.items[?@.n > 1e300].id')
+    spent = time.process_time() - started
+    print(f'\ntwo path queries over a 1,000,000-digit int: {spent:.2f} s of CPU, loop lag {lag.worst * 1000:.0f} ms')
+    assert f"$['items'][0]['n'] = {'9' * 300}... ({MB - 300} more characters)" in value
+    assert compared.splitlines()[:2] == [
+        "1 match for '$.items[?@.n > 1e300].id' in " + repr(part.metadata['overflow_handle']) + '; all 1:',
+        "line 4: $['items'][0]['id'] = 1",
+    ]
+    assert spent < 2.0
+    assert lag.worst < LOOP_BOUND
