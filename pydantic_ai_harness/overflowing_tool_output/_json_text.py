@@ -213,13 +213,15 @@ class _Relayout:
         self.parts.append('\n')
         self.lines += 1
         self.padding += 1 + depth
-        self.part_chars += 1 + depth
+        self.part_chars += 1
         if self.part_chars >= PIECE_BYTES:
             self._cut()
         if depth:
-            self.parts.append(' ' * depth)
+            self._write(' ' * depth)
 
     def _cut(self) -> None:
+        if not self.parts:
+            return  # the last line ended a piece already
         self.pieces.append(''.join(self.parts).encode('utf-8', 'surrogatepass'))
         self.parts.clear()
         self.part_chars = 0

@@ -128,6 +128,8 @@ def test_15_mb_of_hostile_json_text_costs_a_few_seconds_at_most(name: str) -> No
         assert layout is not None
         data = layout.data()
         assert data.translate(None, b' \t\n\r') == text.encode().translate(None, b' \t\n\r')
+        assert all(piece.endswith(b'\n') for piece in layout.pieces)  # a stream's pieces end at line ends
+        assert (layout.size, layout.lines) == (len(data), data.count(b'\n'))
 
 
 async def test_spilling_15_mb_of_json_text_laid_out_element_by_element_does_not_hold_the_loop(
