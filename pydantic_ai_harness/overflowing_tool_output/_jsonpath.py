@@ -335,8 +335,8 @@ class _Document:
         return _Node(start, end, line, parent.depth + 1, (*parent.location, key), text_start)
 
     def _children_at(self, node: _Node, keys: set[str | int]) -> dict[str | int, _Node]:
-        """The children of `node` under `keys` (indices in an array, names in an object), in one pass that stops
-        once all are found.
+        """The children of `node` under `keys` (indices in an array, names in an object), in one pass (over an
+        array, it stops once all are found).
         """
         found: dict[str | int, _Node] = {}
         if self.read(node.start, node.start + 1) == b'[':
@@ -347,12 +347,9 @@ class _Document:
                 if index in keys:
                     found[index] = self._child(node, False, index, start, end, line)
             return found
-        for child in self.children(node):
-            key = child.location[-1]
-            if key in keys and key not in found:
-                found[key] = child
-                if len(found) == len(keys):
-                    break
+        for child in self.children(node):  # to the end: of two members with the same name, the last one counts
+            if child.location[-1] in keys:
+                found[child.location[-1]] = child
         return found
 
     def locate_all(self, wanted: Sequence[tuple[_Node, Location]]) -> list[int | None]:
@@ -483,9 +480,8 @@ class _Document:
         picked: dict[str | int, _Node] = {}
         if picks.is_object:
             for child in self.children(node):
-                key = child.location[-1]
-                if key in picks.names and key not in picked:
-                    picked[key] = child
+                if child.location[-1] in picks.names:
+                    picked[child.location[-1]] = child  # the last of two members with the same name, as json.loads
             return picked
         for index, (start, end, line) in enumerate(self._spans(node)):
             if picks.selects(index):

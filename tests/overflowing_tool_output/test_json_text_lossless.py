@@ -317,3 +317,15 @@ def test_a_path_query_shows_each_element_as_written(document: tuple[str, list[st
     assert shown == [
         value if len(value) <= 300 else f'{value[:300]}... ({len(value) - 300} more characters)' for value in expected
     ]
+
+
+@pytest.mark.parametrize('padding', [2_000, 1_200_000], ids=['loaded whole', 'navigated by its lines'])
+def test_a_path_query_selects_the_last_of_two_members_with_the_same_name(padding: int) -> None:
+    """Whether the object is loaded whole (up to 1 MB) or its members are found by their lines, as json.loads."""
+    text = f'{{"status":"FAILED","pad":"{"x" * padding}","status":"ok"}}'
+    layout = json_text_layout(text)
+    assert layout is not None
+    data = layout.data()
+    found = query_json(lambda start, end: data[start:end], len(data), '$.status', max_matches=5)
+    assert [(match.value, match.line) for match in found.matches] == [('"ok"', 4)]
+    assert data.split(b'\n')[3] == b' "status":"ok"'
