@@ -26,7 +26,16 @@ from pydantic_ai.messages import tool_return_ta
 
 from .._gil import hand_over
 
-__all__ = ('LINE_BYTES', 'JsonLayout', 'lay_out', 'lay_out_jsonable', 'single_line_layout')
+__all__ = (
+    'LINE_BYTES',
+    'MAX_DEPTH',
+    'PACK_START',
+    'PIECE_BYTES',
+    'JsonLayout',
+    'lay_out',
+    'lay_out_jsonable',
+    'single_line_layout',
+)
 
 LINE_BYTES = 1_000
 """A container whose compact JSON is longer than this is spread out, one member per line (the read tool's default
@@ -145,7 +154,7 @@ def lay_out_jsonable(value: Any) -> JsonLayout:
 _PACKABLE = frozenset({int, float, bool, type(None)})
 """Arrays of only these are packed, several elements a line: their JSON never holds a comma of its own."""
 
-_PACK_START = 64
+PACK_START = 64
 """Elements in the first line of a packed array; later lines adapt to fill about `LINE_BYTES`."""
 
 
@@ -178,7 +187,7 @@ class _Packer:
     def __init__(self, items: Any) -> None:
         self.items = items
         self.position = 0
-        self.count = _PACK_START
+        self.count = PACK_START
 
     def __iter__(self) -> _Packer:
         return self

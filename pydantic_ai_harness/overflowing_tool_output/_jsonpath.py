@@ -36,7 +36,7 @@ from jsonpath_rfc9535.selectors import FilterSelector, IndexSelector, JSONPathSe
 from jsonpath_rfc9535.serialize import canonical_string
 
 from .._gil import hand_over, past
-from ._jsonpath_load import SCAN_BLOCK, BlockCache, release
+from ._jsonpath_load import SCAN_BLOCK, BlockCache, load_json, release
 from ._jsonpath_query import (
     WILDCARD,
     JsonQueryError,
@@ -47,6 +47,7 @@ from ._jsonpath_query import (
     compile_query,
     segments_query,
 )
+from ._jsonpath_values import Spelling
 
 __all__ = ('JsonMatch', 'JsonQueryError', 'JsonQueryLimits', 'JsonQueryResult', 'NotQueryableError', 'query_json')
 
@@ -62,7 +63,8 @@ class JsonMatch:
     """Its normalized path, e.g. `$['data'][3]['id']`."""
 
     value: str
-    """Its value as compact JSON, cut to `max_value_chars` (a cut value ends with a note of what was left out)."""
+    """Its value as compact JSON spelled as stored, cut to `max_value_chars` (a cut value ends with a note of what
+    was left out)."""
 
     line: int | None
     """The 1-based line of the stored text where the value starts, when the text is indented JSON."""
@@ -333,8 +335,8 @@ class _Document:
         return _Node(start, end, line, parent.depth + 1, (*parent.location, key), text_start)
 
     def _children_at(self, node: _Node, keys: set[str | int]) -> dict[str | int, _Node]:
-        """The children of `node` under `keys` (indices in an array, names in an object), in one pass that stops
-        once all are found.
+        """The children of `node` under `keys` (indices in an array, names in an object), in one pass (over an
+        array, it stops once all are found).
         """
         found: dict[str | int, _Node] = {}
         if self.read(node.start, node.start + 1) == b'[':
@@ -345,12 +347,9 @@ class _Document:
                 if index in keys:
                     found[index] = self._child(node, False, index, start, end, line)
             return found
-        for child in self.children(node):
-            key = child.location[-1]
-            if key in keys and key not in found:
-                found[key] = child
-                if len(found) == len(keys):
-                    break
+        for child in self.children(node):  # to the end: of two members with the same name, the last one counts
+            if child.location[-1] in keys:
+                found[child.location[-1]] = child
         return found
 
     def locate_all(self, wanted: Sequence[tuple[_Node, Location]]) -> list[int | None]:
@@ -481,9 +480,8 @@ class _Document:
         picked: dict[str | int, _Node] = {}
         if picks.is_object:
             for child in self.children(node):
-                key = child.location[-1]
-                if key in picks.names and key not in picked:
-                    picked[key] = child
+                if child.location[-1] in picks.names:
+                    picked[child.location[-1]] = child  # the last of two members with the same name, as json.loads
             return picked
         for index, (start, end, line) in enumerate(self._spans(node)):
             if picks.selects(index):
@@ -542,7 +540,7 @@ class _Layout(Exception):
 
 def _parse(data: bytes) -> Any:
     try:
-        return json.loads(data.decode('utf-8', 'surrogatepass'))
+        return load_json(data)
     except (ValueError, RecursionError):
         raise _Layout from None
 
@@ -620,8 +618,9 @@ def query_json(
     lines: list[int | None] = [None] * len(sink.matches)
     if width is not None:
         lines = document.locate_all([(anchor, relative) for _, _, anchor, relative in sink.matches])
+    spelling = Spelling(document.read, whole_bytes=caps.batch_bytes, limit=caps.max_value_chars)
     matches = [
-        JsonMatch(_path(location), value, line)
-        for (location, value, _, _), line in zip(sink.matches, lines, strict=True)
+        JsonMatch(_path(location), spelling.value(anchor.start, anchor.end, relative) or value, line)
+        for (location, value, anchor, relative), line in zip(sink.matches, lines, strict=True)
     ]
     return JsonQueryResult(matches, sink.total, complete, None if complete else sink.reached_line)

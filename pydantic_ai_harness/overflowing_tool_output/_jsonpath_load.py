@@ -1,12 +1,14 @@
-"""Reading a stored JSON document in blocks, and freeing a loaded one in steps. Pure logic for `_jsonpath`."""
+"""Reading a stored JSON document in blocks, parsing it, and freeing it in steps. Pure logic for `_jsonpath`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from .._gil import hand_over
 
-__all__ = ('SCAN_BLOCK', 'BlockCache', 'release')
+__all__ = ('SCAN_BLOCK', 'BlockCache', 'load_json', 'release')
 
 Reader = Callable[[int, int], bytes]
 
@@ -42,6 +44,29 @@ class BlockCache:
         if last == first + 1:
             return self._block(first)[start - base :] + self._block(last)[: end - base - SCAN_BLOCK]
         return self._read(start, end)
+
+
+def load_json(data: bytes) -> Any:
+    """`json.loads` of stored text (UTF-8, lone surrogates kept); raises `ValueError` when it is not JSON.
+
+    An int longer than Python's limit for `int(str)` (4,300 digits) is read as the nearest float (an infinity past
+    1e308), in a second pass that only a text holding one pays for: filters compare it about right, and reading
+    it exactly costs time quadratic in its digits.
+    """
+    text = data.decode('utf-8', 'surrogatepass')
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the digit limit
+        return json.loads(text, parse_int=_long_int)
+
+
+def _long_int(digits: str) -> int | float:
+    return int(digits) if len(digits) <= _INT_DIGITS else float(digits)
+
+
+_INT_DIGITS = 4_000
 
 
 _RELEASE_STEP = 2_000

@@ -17,6 +17,7 @@ from pydantic_ai.messages import BinaryContent, FileUrl, tool_return_ta
 from .._gil import hand_over
 from .._typing import is_array, is_bytes_like, is_dict, is_int, is_set
 from ._json_layout import JsonLayout, lay_out, lay_out_jsonable, single_line_layout
+from ._json_text import json_text_layout
 
 __all__ = (
     'Rendered',
@@ -89,8 +90,8 @@ class Rendered:
     def json_text_layout(self) -> JsonLayout | None:
         """For a text that is JSON (an object or an array, as MCP servers and HTTP tools return): its stored form.
 
-        Only texts whose first non-space character is `{` or `[` and of at most `JSON_TEXT_MAX_CHARS` are parsed,
-        once; anything else is `None`.
+        The text's own tokens, one element per line (`_json_text`). Only texts whose first non-space character is
+        `{` or `[` and of at most `JSON_TEXT_MAX_CHARS` are read, once; anything else is `None`.
         """
         if self.kind != 'text' or self.given_text is None:
             return None
@@ -104,27 +105,6 @@ class Rendered:
         if self.given_text is None and self.layout is not None:
             return self.layout.chars
         return len(self.text)
-
-
-JSON_TEXT_MAX_CHARS = 16_000_000
-"""Longer texts are stored as the text they are, even when they are JSON: parsing one costs several times its size
-in memory."""
-
-_JSON_START = re.compile(r'\s*[\[{]')
-
-
-def json_text_layout(text: str) -> JsonLayout | None:
-    """The stored form of `text` when it is a JSON object or array (of at most `JSON_TEXT_MAX_CHARS`), else `None`."""
-    if len(text) > JSON_TEXT_MAX_CHARS or _JSON_START.match(text) is None:
-        return None
-    try:
-        parsed = pydantic_core.from_json(text, allow_inf_nan=False)
-    except ValueError:
-        return None
-    try:
-        return lay_out(parsed)
-    except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError):  # pragma: no cover
-        return None  # parsed JSON always serializes; kept as text if it ever does not
 
 
 def stored_layout(rendered: Rendered) -> JsonLayout | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +16,8 @@ def shape_sketch(value: Any, depth: int = 2, plain: Callable[[Any], Any] | None 
 
     An array is sketched from a sample of its elements spread over all of it (`_SAMPLE`), their keys and types
     merged: a key missing from some is marked `?`, differing types are joined with `|`, and nested array lengths
-    are given as a range. `plain` turns an object (a model, a dataclass) into its JSON-compatible form.
+    are given as a range. `plain` turns an object (a model, a dataclass) into its JSON-compatible form, and a NaN
+    or an infinity into what the serializer writes for it (pydantic-core: `null`).
     """
     return _merged([value], depth, plain or (lambda item: item))
 
@@ -40,9 +42,7 @@ def _sample(items: Sequence[Any]) -> list[Any]:
 
 def _merged(values: list[Any], depth: int, plain: Callable[[Any], Any]) -> str:
     """One sketch for all of `values` (elements of the same place in a document)."""
-    values = [
-        value if type(value) in _SCALARS or type(value) in (dict, list, tuple) else plain(value) for value in values
-    ]
+    values = [_as_json(value, plain) for value in values]
     dicts = [value for value in values if is_dict(value)]
     arrays: list[Sequence[Any]] = [value for value in values if is_array(value)]
     alternatives: list[str] = []
@@ -58,6 +58,13 @@ def _merged(values: list[Any], depth: int, plain: Callable[[Any], Any]) -> str:
     if len(alternatives) > _MAX_ALTERNATIVES:
         return 'mixed'
     return ' | '.join(alternatives)
+
+
+def _as_json(value: Any, plain: Callable[[Any], Any]) -> Any:
+    kind = type_of(value)
+    if kind is float and not math.isfinite(value):
+        return plain(value)  # no JSON number: the serializer writes something else in its place
+    return value if kind in _SCALARS or kind in (dict, list, tuple) else plain(value)
 
 
 def _count_range(counts: Sequence[int]) -> str:

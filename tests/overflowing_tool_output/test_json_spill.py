@@ -17,7 +17,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._render import JSON_TEXT_MAX_CHARS, json_text_layout, render_value
+from pydantic_ai_harness.overflowing_tool_output._json_text import JSON_TEXT_MAX_CHARS, json_text_layout
+from pydantic_ai_harness.overflowing_tool_output._render import render_value
 
 pytestmark = pytest.mark.anyio
 
