@@ -13,6 +13,7 @@ from .._gil import called_off_by
 from ._answers import DEFAULT_LIMIT
 from ._handles import open_handle
 from ._jsonpath import JsonQueryError, JsonQueryLimits, JsonQueryResult, NotQueryableError, query_json
+from ._names import offered_names
 from ._query import Payload
 from .stores._protocol import OverflowStore
 
@@ -35,7 +36,8 @@ async def query_path(store: OverflowStore, handle: str, path: str, max_matches: 
         return payload
     if payload.index.is_binary:
         return (
-            f'The stored result {payload.handle!r} is binary, not JSON: read it without path, or use grep_tool_result.'
+            f'The stored result {payload.handle!r} is binary, not JSON: read it without path, or use '
+            f'{offered_names().grep}.'
         )
     try:
         result = await _run(payload, path, max_matches, JsonQueryLimits())
@@ -153,7 +155,7 @@ def _render(handle: str, path: str, result: JsonQueryResult) -> str:
     first_line = next((match.line for match in result.matches if match.line is not None), None)
     if first_line is not None:
         footer.append(
-            f'In context: read_tool_result(handle={handle!r}, offset={max(1, first_line - 5)}, limit=20), '
+            f'In context: {offered_names().read}(handle={handle!r}, offset={max(1, first_line - 5)}, limit=20), '
             'with offset a few lines before a match.'
         )
     if footer:

@@ -48,6 +48,7 @@ from ._jsonpath_query import (
     segments_query,
 )
 from ._jsonpath_values import Spelling
+from ._names import offered_names
 
 __all__ = ('JsonMatch', 'JsonQueryError', 'JsonQueryLimits', 'JsonQueryResult', 'NotQueryableError', 'query_json')
 
@@ -590,13 +591,13 @@ def query_json(
                 raise NotQueryableError(
                     f'{why} needs the whole document loaded, and at {end} bytes it is larger than the '
                     f'{caps.max_load_bytes} a query may load. '
-                    + ('Use @ (the current node) in filters.' if width is not None else 'Use grep_tool_result.')
+                    + ('Use @ (the current node) in filters.' if width is not None else f'Use {offered_names().grep}.')
                 )
             try:
                 value = _parse(read(0, end)) if width is None else document.load(root)
             except _Layout:
                 raise NotQueryableError(
-                    'It is not valid JSON, so it cannot be queried by path; use grep_tool_result.'
+                    f'It is not valid JSON, so it cannot be queried by path; use {offered_names().grep}.'
                 ) from None
             try:
                 document.run_loaded(root, value, compiled.segments, root, ())
@@ -608,7 +609,7 @@ def query_json(
         complete = False
     except _Layout:
         raise NotQueryableError(
-            'It is not valid JSON, so it cannot be queried by path; use grep_tool_result.'
+            f'It is not valid JSON, so it cannot be queried by path; use {offered_names().grep}.'
         ) from None
     except RecursionError:
         raise NotQueryableError('The document is nested too deeply for this query.') from None
