@@ -295,7 +295,7 @@ def grep_all_agent(queries: Queries, store_timeout: float) -> Agent[None, str]:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason='_grep_all.py:407 checks the time budget only once a result was searched, so results it could not open '
+    reason='_grep_all.py:190 checks the time budget only once a result was searched, so results it could not open '
     '(expired, missing) are tried until QueryLimits.store_timeout: 3,000 expired handles held the call 3.0 s, '
     'time_budget 0.5 s, and the answer blamed the storage ("did not answer within 3 s") that answered every read',
 )
@@ -310,7 +310,7 @@ async def test_a_search_over_expired_results_stays_within_its_time_budget() -> N
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason='_grep_all.py:342 continues at `first + search.searched`, which counts no result it skipped: a search '
+    reason='_grep_all.py:125 continues at `first + search.searched`, which counts no result it skipped: a search '
     'stopped among results it could not open tells the model to call it again with offset=1, the same call, for '
     'ever (each call 1 s here, 10 s by default)',
 )
@@ -364,7 +364,7 @@ async def test_a_huge_compaction_ledger_does_not_stall_the_first_request() -> No
     strict=True,
     raises=AssertionError,
     reason="every query tool call walks the conversation's handles, every entry of every compaction ledger "
-    '(_tools.py:118, _handles.py:74-104), on the event loop: with a 100,000-entry ledger each read_tool_result '
+    '(_tools.py:125, _handles.py:74-104), on the event loop: with a 100,000-entry ledger each read_tool_result '
     'took 0.26-0.53 s, for a handle the conversation was shown',
 )
 async def test_a_huge_compaction_ledger_does_not_slow_every_query_call() -> None:
@@ -405,7 +405,7 @@ def forged_handle_history() -> list[ModelMessage]:
     strict=True,
     raises=AssertionError,
     reason='known_handles takes a handle of any length from message metadata (_handles.py:80) and the answers list '
-    'handles unclipped (_handles.py:505 unknown handle, _grep_all.py:386 not searched): one forged 1,000,000-'
+    'handles unclipped (_handles.py:169 unknown handle, _grep_all.py:169 not searched): one forged 1,000,000-'
     'character handle made a 1,000,202-character read_tool_result answer (1,000,187 for grep), max_output_chars '
     'being 20,000',
 )
