@@ -193,9 +193,9 @@ class AgingTools:
     place: Callable[[str], Place]
     """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
 
-    stored_size: Callable[[str], Awaitable[int | None]]
-    """The bytes the store the query tools read holds under a handle; `None` when it holds nothing there, fails or
-    does not answer within `timeout` (a durable operation under a durable engine)."""
+    stored_size: Callable[[str], Awaitable[tuple[int | None, bool]]]
+    """The bytes the store the query tools read holds under a handle (`None`: nothing there), and whether the store
+    answered within `timeout` at all (a durable operation under a durable engine)."""
 
     timeout: float
     """Seconds each store call may take (`Aging.timeout`, else the capability's `Spill` timeout)."""
@@ -266,15 +266,17 @@ def _own_spill(item: DueReturn, run_id: str | None) -> bool:
     return call == item.part.tool_call_id and (owner is None or run == owner)
 
 
-async def _verified_size(item: DueReturn, tools: AgingTools) -> int | None:
+async def _verified_size(item: DueReturn, tools: AgingTools) -> tuple[int | None, bool]:
     """The bytes stored under `item.handle` when it is this return's spill and still held where the query tools read
-    (not expired, not another worker's store); `None` otherwise: the text the model saw is then written anew.
+    (not expired, not another worker's store), else `None` (the text the model saw is then written anew); and
+    whether the store answered the check.
     """
     if item.handle is None or not _own_spill(item, tools.run_id):
-        return None
-    size = await tools.stored_size(item.handle)
+        return None, True
+    size, answered = await tools.stored_size(item.handle)
     recorded = item.part.metadata.get(f'{VALUE_PREFIX}_bytes') if is_mapping(item.part.metadata) else None
-    return size if is_int(size) and (not is_int(recorded) or recorded == size) else None
+    verified = size if is_int(size) and (not is_int(recorded) or recorded == size) else None
+    return verified, answered
 
 
 def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = None) -> str:
@@ -414,6 +416,7 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
     costs one write timeout per batch, not one per return and request. Nothing is ever dropped.
     """
     new_parts: dict[int, list[Any]] = {}
+    checking = True
     handles: list[str] = []
     failure = ''
     aged = tokens_before = tokens_after = 0
@@ -423,7 +426,10 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
             parts[item.index] = _marked_failed(item.part, failure)
             continue
         text = item.part.model_response_str()
-        stored = await _verified_size(item, tools)
+        stored: int | None = None
+        if checking:
+            # A store that did not answer one check is not asked again in this batch: one timeout, not one per spill.
+            stored, checking = await _verified_size(item, tools)
         handle, key = (item.handle, None) if stored is not None else (None, None)
         if handle is None and not tools.is_query(item.part.tool_name):
             run_id = item.message.run_id or tools.run_id or 'run'

@@ -34,8 +34,8 @@ class AgingKit:
     write: Callable[[RunContext[Any], str, bytes, float], Awaitable[tuple[str | None, str]]]
     """Store `(key, data, timeout)` through the durable store-write operation: `(handle, '')` or `(None, reason)`."""
 
-    stored_size: Callable[[RunContext[Any], str, float], Awaitable[int | None]]
-    """The bytes held under a handle where the query tools read it; `None` when missing, failing or too slow."""
+    stored_size: Callable[[RunContext[Any], str, float], Awaitable[tuple[int | None, bool]]]
+    """The bytes held under a handle where the query tools read it (`None`: none), and whether the store answered."""
 
     place: Callable[[str], Place]
     """Where a handle lives: how long its store keeps it, and whether it is a file of the run's workspace."""
@@ -65,7 +65,7 @@ class AgingKit:
         async def count_many(texts: list[str]) -> list[int]:
             return await off_loop(ctx, lambda: [count(text) for text in texts], large=large_texts(texts))
 
-        async def stored_size(handle: str) -> int | None:
+        async def stored_size(handle: str) -> tuple[int | None, bool]:
             return await self.stored_size(ctx, handle, seconds)
 
         async def write(key: str, data: bytes, timeout: float) -> tuple[str | None, str]:

@@ -52,6 +52,9 @@ from .stores._workspace import WorkspaceSpill
 
 __all__ = ('BandLoop',)
 
+_TOKENIZE_ON_LOOP_CHARS = 32 * 1024
+"""A text longer than this is counted by a user's tokenizer in a worker thread (tens of ms and more on the loop)."""
+
 
 class RunWriter(Protocol):
     """The capability's durable store write for a run: `(handle, '')`, or `(None, why not)`."""
@@ -163,12 +166,18 @@ class BandLoop:
         `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
         otherwise the run's model's are read, if the bands need them.
         """
-        size, tokenizer_error = measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)
-        if tokenizer_error is not None:
-            warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
+        if not bands:
+            return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
+        # A user's tokenizer over a large text is seconds of CPU: counted in a worker thread, once.
+        heavy = self.tokenizer is not None and rendered.data is None and rendered.size_chars > _TOKENIZE_ON_LOOP_CHARS
         window, used = context if context is not None and uses_context(bands) else context_of(ctx, bands)
         count = partial(measure, rendered, over_tokens=True, tokenizer=self.tokenizer)
-        band = pick_band(bands, size, tokens=lambda: count()[0], window=window, used=used) if bands else None
+        counted = await off_loop(ctx, count, large=heavy) if self.over_tokens or window is not None else None
+        size, tokenizer_error = counted if self.over_tokens and counted is not None else (self.measure(rendered), None)
+        if tokenizer_error is not None:
+            warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
+        tokens = (lambda: counted[0]) if counted is not None else (lambda: count()[0])
+        band = pick_band(bands, size, tokens=tokens, window=window, used=used)
         if band is None:
             return left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':

@@ -73,7 +73,7 @@ from ._unit import (
     handle_place,
 )
 from ._withhold import SecretWithholding, build_withholding, withhold_closed
-from .stores import LocalFileStore, OverflowStore
+from .stores import HandleNotFoundError, LocalFileStore, OverflowStore
 from .stores._local import DEFAULT_RETENTION
 from .stores._protocol import payload_size
 from .stores._workspace import WorkspaceSpill, route_for_run, store_for_run
@@ -301,7 +301,12 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
                 warn(message)
             lists = (self._bands_desc, *self._per_tool_desc.values())
             aging, durable = self.aging is not None, ctx.in_durable_context
-            problem = await store_root_problem(self._resolved_store, lists, durable=durable, aging=aging)
+            timeout = (
+                min(spill_timeout(lists), self.aging.timeout or float('inf')) if self.aging else spill_timeout(lists)
+            )
+            problem = await store_root_problem(
+                self._resolved_store, lists, durable=durable, aging=aging, timeout=timeout
+            )
             if problem is not None and problem != self._reported_root_problem:
                 warn(f'Spills will fail and fall back to their `then` action: {problem}')
             self._reported_root_problem = problem
@@ -395,14 +400,17 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             spill_timeout(self._band_lists()),
         )
 
-    async def _checked_payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
+    async def _checked_payload_size(
+        self, ctx: RunContext[AgentDepsT], handle: str, timeout: float
+    ) -> tuple[int | None, bool]:
         """`_payload_size`, through its durable operation under a durable engine."""
         if not ctx.in_durable_context:
             return await self._payload_size(ctx, handle, timeout)
         try:
-            return await self._payload_size_durably(ctx, handle, timeout)
+            size, answered = await self._payload_size_durably(ctx, handle, timeout)
         except Exception:  # noqa: BLE001 - a durable unit that failed checked nothing: the text is written anew
-            return None
+            return None, False
+        return size, answered
 
     def _band_lists(self) -> list[Sequence[Band]]:
         """Every band list of the configuration; the step budget's own action as a band of its own."""
@@ -446,21 +454,25 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         return await store_write(store_for_run(self._resolved_store, ctx, self.workspace), key, data, timeout)
 
     @durable_operation(name='overflow_payload_size')
-    async def _payload_size_durably(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
+    async def _payload_size_durably(
+        self, ctx: RunContext[AgentDepsT], handle: str, timeout: float
+    ) -> tuple[int | None, bool]:
         """`_payload_size` as a durable operation, so a replay sees the answer the first run got."""
         return await self._payload_size(ctx, handle, timeout)
 
-    async def _payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> int | None:
-        """The bytes stored under `handle` where the query tools read it, or `None` when nothing is there or the
-        store fails or takes longer than `timeout`.
+    async def _payload_size(self, ctx: RunContext[AgentDepsT], handle: str, timeout: float) -> tuple[int | None, bool]:
+        """The bytes stored under `handle` where the query tools read it (`None` when nothing is there), and whether
+        the store answered at all within `timeout` (a store that fails or hangs did not).
         """
         store = self._resolved_store
         holder = route_for_run(store, self.workspace)(ctx, handle) if self.workspace is not None else store
         try:
             with anyio.fail_after(timeout):
-                return await payload_size(holder, handle)
-        except Exception:  # noqa: BLE001 - missing, failing or slow: the caller treats all three alike
-            return None
+                return await payload_size(holder, handle), True
+        except (HandleNotFoundError, KeyError, FileNotFoundError):
+            return None, True
+        except Exception:  # noqa: BLE001 - failing or slow: the store did not answer
+            return None, False
 
     @durable_operation(name='overflow_summarize')
     async def _summarize_durably(

@@ -126,12 +126,18 @@ def unknown_tool_names(per_tool: Iterable[str], tool_filter: object, tools: Iter
 
 
 async def store_root_problem(
-    store: OverflowStore, band_lists: Iterable[Sequence[Band]], *, durable: bool, aging: bool = False
+    store: OverflowStore,
+    band_lists: Iterable[Sequence[Band]],
+    *,
+    durable: bool,
+    aging: bool = False,
+    timeout: float = 30.0,
 ) -> str | None:
     """What makes a `LocalFileStore` root unusable, when spills (or `aging`) write there; `None` when fine or unchecked.
 
     Workflow code does no file I/O (`durable`), and other stores report their failures on write. A store checked
-    less than `ROOT_RECHECK_SECONDS` ago is not checked again.
+    less than `ROOT_RECHECK_SECONDS` ago is not checked again. The check waits at most `timeout` seconds (a hung
+    mount answers nothing): past it, that is the problem, and no second check starts while the first still waits.
     """
     if durable or not isinstance(store, LocalFileStore) or not (aging or uses_store(band_lists)):
         return None
@@ -139,11 +145,39 @@ async def store_root_problem(
     now = time.monotonic()
     if checked is not None and checked[0]() is store and now - checked[1] < ROOT_RECHECK_SECONDS:
         return checked[2]  # checked moments ago: a run start pays no thread hop for it (the spill warns anyway)
-    problem = await anyio.to_thread.run_sync(store.root_problem, abandon_on_cancel=True)
-    if len(_ROOT_CHECKS) > 1_000:
-        _ROOT_CHECKS.clear()
-    _ROOT_CHECKS[id(store)] = (weakref.ref(store), now, problem)
+    unanswered = (
+        f'the LocalFileStore root {store.root_path} did not answer a check within {timeout:g} s (a hung mount?); '
+        'spills there will time out'
+    )
+    running = _CHECKING.get(store.root_path)
+    if running is not None:
+        # One check at a time per root: the runs starting meanwhile wait for it (no second thread on a hung mount).
+        with anyio.move_on_after(timeout):
+            await running.wait()
+        done = _ROOT_CHECKS.get(id(store))
+        return done[2] if done is not None and done[0]() is store and done[1] >= now - timeout else unanswered
+    finished = _CHECKING[store.root_path] = anyio.Event()
+    problem: str | None = unanswered
+
+    def check() -> str | None:
+        try:
+            return store.root_problem()
+        finally:
+            _CHECKING.pop(store.root_path, None)
+
+    try:
+        with anyio.move_on_after(timeout):
+            problem = await anyio.to_thread.run_sync(check, abandon_on_cancel=True)
+        if len(_ROOT_CHECKS) > 1_000:
+            _ROOT_CHECKS.clear()
+        _ROOT_CHECKS[id(store)] = (weakref.ref(store), now, problem)
+    finally:
+        finished.set()
     return problem
+
+
+_CHECKING: dict[str, anyio.Event] = {}
+"""Roots whose check is running (in a worker thread that, on a hung mount, waits for as long as it hangs)."""
 
 
 ROOT_RECHECK_SECONDS = 60.0

@@ -221,7 +221,7 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
                 aged += 1
                 aged_before += _int(metadata.get(f'{AGED_PREFIX}_size_before'))
                 aged_after += _int(metadata.get(f'{AGED_PREFIX}_size_after'))
-                batches.add((metadata.get(f'{AGED_PREFIX}_run'), metadata.get(f'{AGED_PREFIX}_step')))
+                batches.add((_key(metadata.get(f'{AGED_PREFIX}_run')), _key(metadata.get(f'{AGED_PREFIX}_step'))))
                 aged_handle = metadata.get(f'{AGED_PREFIX}_handle')
                 if isinstance(aged_handle, str) and aged_handle not in seen:
                     seen.add(aged_handle)
@@ -315,6 +315,13 @@ class AgedInRun:
     """The handles its stubs name, oldest return first."""
 
 
+def _key(value: object) -> object:
+    """A metadata value as a set member: the capability writes strings and ints there, anything else is read as text
+    (metadata is the application's and a tool's to set: a list or a dict must not fail the run).
+    """
+    return value if value is None or isinstance(value, (str, int, float)) else repr(value)[:200]
+
+
 def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> AgedInRun:
     """What the run `run_id` aged in `messages`."""
     aged = 0
@@ -327,7 +334,7 @@ def aged_in_run(messages: Iterable[ModelMessage], run_id: str | None) -> AgedInR
             metadata: object = getattr(part, 'metadata', None)
             if is_mapping(metadata) and metadata.get(f'{AGED_PREFIX}_run') == run_id:
                 aged += 1
-                steps.add(metadata.get(f'{AGED_PREFIX}_step'))
+                steps.add(_key(metadata.get(f'{AGED_PREFIX}_step')))
                 if isinstance(handle := metadata.get(f'{AGED_PREFIX}_handle'), str):
                     handles[handle] = None
     return AgedInRun(aged, len(steps), tuple(handles))

@@ -52,6 +52,9 @@ class _Search:
     searched: int = 0
     """Results searched (whole or in part)."""
 
+    tried: int = 0
+    """Results tried: searched, or skipped as unreadable (a continuation starts after them)."""
+
     scanned_bytes: int = 0
     """Bytes of the results searched."""
 
@@ -122,7 +125,7 @@ async def grep_all_tool_results(
     if scope.cancelled_caught:
         search.stopped = (
             f'Incomplete: the storage did not answer within {caps.store_timeout:g} s; results after the first '
-            f'{first - 1 + search.searched} were not searched. Continue: {_grep_call(pattern, is_regex, offset=first + search.searched)}.'
+            f'{first - 1 + search.tried} were not searched. Continue: {_grep_call(pattern, is_regex, offset=first + search.tried)}.'
         )
     scope_text = (
         f'{counted(search.searched, "stored result")} searched of the {len(known)} this conversation holds, newest '
@@ -187,12 +190,14 @@ async def _search_all(
     used = 0
     for position in range(first, len(known) + 1):
         item = known[position - 1]
-        if search.searched and time.monotonic() > deadline:  # the first result is always searched, in part at least
+        # The first result is always tried; an unreadable one counts as tried, so a run of them still ends in time.
+        if position > first and time.monotonic() > deadline:
             search.stopped = (
                 f'Incomplete: the time budget ({caps.time_budget:g} s) ran out before the {_ordinal(position)} result; '
                 f'it and the older ones were not searched. Continue: {_grep_call(pattern, is_regex, offset=position)}.'
             )
             return
+        search.tried += 1
         payload = await open_handle(store_for(item.handle), item.handle)
         if isinstance(payload, str):
             search.skipped.append(item.handle)

@@ -77,9 +77,13 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
     seen: set[str] = set()
 
     def add(handle: object, tool_name: object, key: object) -> None:
-        if isinstance(handle, str) and handle and handle not in seen and isinstance(tool_name, str):
+        # Metadata is untrusted: a handle no store makes (too long, say) names nothing, and a tool name is cut.
+        if not isinstance(handle, str) or not 0 < len(handle) <= MAX_HANDLE_LENGTH or handle in seen:
+            return
+        if isinstance(tool_name, str):
             seen.add(handle)
-            found.append(KnownHandle(handle, tool_name, key if isinstance(key, str) else None))
+            key = key if isinstance(key, str) and len(key) <= MAX_HANDLE_LENGTH else None
+            found.append(KnownHandle(handle, tool_name[:_TOOL_NAME_CHARS], key))
 
     for message in reversed(list(messages)):
         for part in reversed(message.parts):
@@ -97,11 +101,20 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
 
 
 def ledger_of(part: CompactionPart) -> list[tuple[object, object, object]]:
-    """The `[handle, tool, key]` entries a compaction part's ledger holds (untrusted metadata: shapes checked)."""
+    """The `[handle, tool, key]` entries a compaction part's ledger holds, at most `LEDGER_ENTRIES` of them (untrusted
+    metadata: shapes checked, and a ledger the capability did not write may be any length).
+    """
     ledger = part.metadata.get(LEDGER_KEY) if _is_metadata(part.metadata) else None
     if not is_list(ledger):
         return []
-    return [(entry[0], entry[1], entry[2]) for entry in ledger if is_list(entry) and len(entry) == 3]
+    return [(entry[0], entry[1], entry[2]) for entry in ledger[:LEDGER_ENTRIES] if is_list(entry) and len(entry) == 3]
+
+
+LEDGER_ENTRIES = 5_000
+"""The most entries one compaction part's ledger is read for (the capability writes the newest 5,000)."""
+
+_TOOL_NAME_CHARS = 200
+"""A tool name read from metadata is cut to this length before any answer shows it."""
 
 
 def _is_metadata(value: object) -> TypeGuard[Mapping[str, object]]:

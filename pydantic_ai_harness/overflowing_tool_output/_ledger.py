@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pydantic_ai.messages import CompactionPart, ModelMessage
 
 from .._typing import is_mapping
-from ._handles import LEDGER_KEY, KnownHandle, known_handles
+from ._handles import LEDGER_ENTRIES, LEDGER_KEY, KnownHandle, known_handles
 
 __all__ = ('LEDGER_LIMIT', 'HandleLedger', 'record_ledger')
 
-LEDGER_LIMIT = 5_000
+LEDGER_LIMIT = LEDGER_ENTRIES
 """Most handles one ledger holds (the newest): about 100 bytes each in the persisted history."""
 
 _CONVERSATIONS = 1_024
@@ -119,8 +119,8 @@ class HandleLedger:
                 handles[known.handle] = known
         else:
             handles = {known.handle: known for known in reversed(known_handles(messages))}
-        while len(handles) > LEDGER_LIMIT:
-            del handles[next(iter(handles))]
+        if len(handles) > LEDGER_LIMIT:  # the newest are last: keep them (one slice, not one deletion at a time)
+            handles = dict(list(handles.items())[-LEDGER_LIMIT:])
         entry = _Shown(
             handles,
             len(messages),

@@ -1,7 +1,7 @@
 """Hostile read 31: store lifetimes, request-time store awaits under the configured timeouts, untrusted message metadata.
 
-Each test is a strict expected failure naming a defect of today's code, with the figure measured when it was found;
-the fix turns it into a plain passing test.
+Each test was first a strict expected failure naming a defect, with the figure measured when it was found (kept in
+its assertion's comment); docs/reliability.md lists them with their fixes.
 """
 
 from __future__ import annotations
@@ -163,13 +163,6 @@ def hung_mount(tmp_path: Path) -> Iterator[Path]:
             subprocess.run(['umount', '-l', str(mountpoint)], check=False, capture_output=True, timeout=30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='prepare_tools awaits LocalFileStore.root_problem in a thread under no timeout (_checks.py:142, called '
-    'from _capability.py:304): a store root on a hung mount holds every run at its first step as long as the mount '
-    'hangs (3.0 s here, for ever on a dead NFS server), whatever Spill.timeout says (0.3 s)',
-)
 async def test_a_store_root_on_a_hung_mount_does_not_hold_the_run_past_the_spill_timeout(hung_mount: Path) -> None:
     """The run never spills at all: the model answers at once. Its first step checks the store root (an `lstat`, a
     `statvfs`), and on a mount that does not answer that check waits for the mount, not for `Spill.timeout`."""
@@ -187,13 +180,6 @@ async def test_a_store_root_on_a_hung_mount_does_not_hold_the_run_past_the_spill
     )  # measured: 3.0 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='LocalFileStore runs every call in a worker thread abandoned on cancel (stores/_local.py:484-487) and '
-    'nothing bounds the threads left blocked: on a frozen filesystem each timed-out spill leaves one more thread '
-    '(and its payload) behind, 60 spills: 60 threads, past the 40 anyio itself allows',
-)
 async def test_a_hung_filesystem_does_not_cost_a_thread_per_timed_out_call(
     frozen_filesystem: tuple[LocalFileStore, threading.Event],
 ) -> None:
@@ -229,14 +215,6 @@ async def test_a_hung_filesystem_does_not_cost_a_thread_per_timed_out_call(
 # --- aging under a store whose reads hang -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="aging checks each reused spill's payload with its own Aging.timeout (_aging.py:269-277, 426) and a "
-    'check that times out only sends that return to a write: a store whose reads hang and writes work stalls one '
-    'request N x Aging.timeout (30 spills x 0.1 s: 3.0 s, 30 reads); the fix for hung writes ends the batch on the '
-    'first failure, the size checks have no such bound',
-)
 async def test_a_store_whose_reads_hang_stalls_aging_once_not_once_per_reused_spill() -> None:
     returns = 30
     store = MemoryStore()
@@ -292,13 +270,6 @@ def grep_all_agent(queries: Queries, store_timeout: float) -> Agent[None, str]:
     return Agent(queries.model, toolsets=[toolset])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='_grep_all.py:190 checks the time budget only once a result was searched, so results it could not open '
-    '(expired, missing) are tried until QueryLimits.store_timeout: 3,000 expired handles held the call 3.0 s, '
-    'time_budget 0.5 s, and the answer blamed the storage ("did not answer within 3 s") that answered every read',
-)
 async def test_a_search_over_expired_results_stays_within_its_time_budget() -> None:
     queries = Queries(lambda previous: None if previous is not None else ('grep_tool_result', {'pattern': 'ERROR'}))
     result = await grep_all_agent(queries, store_timeout=3.0).run('go', message_history=expired_ledger(3_000))
@@ -307,13 +278,6 @@ async def test_a_search_over_expired_results_stays_within_its_time_budget() -> N
     assert took < 1.0, f'one grep_tool_result call took {took:.1f} s with a 0.5 s time budget'  # measured: 3.0 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='_grep_all.py:125 continues at `first + search.searched`, which counts no result it skipped: a search '
-    'stopped among results it could not open tells the model to call it again with offset=1, the same call, for '
-    'ever (each call 1 s here, 10 s by default)',
-)
 async def test_the_continuation_of_a_search_stopped_among_expired_results_goes_further() -> None:
     continued: list[int] = []  # the offset each answer's continuation names, 0 for an answer naming none
 
@@ -337,14 +301,6 @@ async def test_the_continuation_of_a_search_stopped_among_expired_results_goes_f
 # --- message metadata as untrusted input --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='HandleLedger.remember trims a history of more than 5,000 handles with `del handles[next(iter(handles))]` '
-    '(_ledger.py:122-123), quadratic in CPython, and ledger_of reads a ledger of any length (_handles.py:99-104): '
-    "a stored conversation whose compaction ledger holds 100,000 entries held the run's first request 1.4-2.5 s "
-    'on the event loop (5,000 entries: 24 ms)',
-)
 async def test_a_huge_compaction_ledger_does_not_stall_the_first_request() -> None:
     history = with_ledger([[f'h{i:07d}', 'fetch', None] for i in range(100_000)])
     sent: list[float] = []
@@ -360,13 +316,6 @@ async def test_a_huge_compaction_ledger_does_not_stall_the_first_request() -> No
     assert waited < 0.5, f'the first request waited {waited:.2f} s on a 100,000-entry ledger'  # measured: 1.4-2.5 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="every query tool call walks the conversation's handles, every entry of every compaction ledger "
-    '(_tools.py:125, _handles.py:74-104), on the event loop: with a 100,000-entry ledger each read_tool_result '
-    'took 0.26-0.53 s, for a handle the conversation was shown',
-)
 async def test_a_huge_compaction_ledger_does_not_slow_every_query_call() -> None:
     store = MemoryStore()
     store.payloads['run/call_0/0'] = b'\n'.join(b'line %d' % i for i in range(100))
@@ -401,14 +350,6 @@ def forged_handle_history() -> list[ModelMessage]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='known_handles takes a handle of any length from message metadata (_handles.py:80) and the answers list '
-    'handles unclipped (_handles.py:169 unknown handle, _grep_all.py:169 not searched): one forged 1,000,000-'
-    'character handle made a 1,000,202-character read_tool_result answer (1,000,187 for grep), max_output_chars '
-    'being 20,000',
-)
 @pytest.mark.parametrize(
     'call',
     [('read_tool_result', {'handle': 'not-a-handle'}), ('grep_tool_result', {'pattern': 'ERROR'})],
@@ -451,14 +392,6 @@ async def _run_outcome(run: Callable[[], Any]) -> str:
     return str(result.output)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='overflow_report (and aged_in_run) put `overflow_aged_step` from message metadata into a set '
-    "(_events.py:224, :330): a list or dict there (a stored history, a tool's own metadata) raises TypeError "
-    '(unhashable type), out of prepare_tools with query_tools="fallback_only" (_capability.py:489) and out of '
-    'after_model_request (report_run) by default: the run dies',
-)
 @pytest.mark.parametrize('where', ['stored-history', 'tool-metadata'])
 async def test_a_list_valued_aged_step_in_metadata_does_not_kill_the_run(where: str) -> None:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -489,14 +422,6 @@ async def test_a_list_valued_aged_step_in_metadata_does_not_kill_the_run(where: 
 # --- work on the event loop ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='the band loop measures every return with the user tokenizer on the event loop (_band_loop.py:166, '
-    'before it even looks whether the tool has bands), while rendering and counting for aging go to a worker '
-    'thread when large: a 4.6 MB log with over_tokens and a tiktoken counter held the loop 0.4-0.8 s (5 ms with the '
-    'heuristic)',
-)
 async def test_a_user_tokenizer_does_not_hold_the_event_loop_on_a_large_return(frozen_heap: None) -> None:
     import tiktoken
 

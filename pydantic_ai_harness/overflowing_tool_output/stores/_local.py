@@ -6,14 +6,17 @@ aliases in `_local_aliases`, the line-index sidecar in `_local_index` and TTL pr
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
@@ -134,7 +137,7 @@ class LocalFileStore:
         """
         handle = handle_for_key(key)
         payload = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
-        stored = await _in_thread(lambda: self._write_sync(handle, payload))
+        stored = await _in_thread(self.root_path, lambda: self._write_sync(handle, payload))
         self._maybe_schedule_prune()
         return stored
 
@@ -145,19 +148,21 @@ class LocalFileStore:
         never held as one `bytes` and its sidecar is published with it (no background indexing afterwards).
         """
         handle = handle_for_key(key)
-        stored = await _in_thread(lambda: self._write_stream_sync(handle, pieces))
+        stored = await _in_thread(self.root_path, lambda: self._write_stream_sync(handle, pieces))
         self._maybe_schedule_prune()
         return stored
 
     async def read(self, handle: str) -> bytes:
         """The exact bytes stored under `handle`; `HandleNotFoundError` when there are none."""
-        return await _in_thread(lambda: self._with_payload(handle, read_whole))
+        return await _in_thread(self.root_path, lambda: self._with_payload(handle, read_whole))
 
     # -- optional extensions ---------------------------------------------------------------------------
 
     async def size(self, handle: str) -> int:
         """The payload size in bytes."""
-        return await _in_thread(lambda: self._with_payload(handle, lambda fd, _d, _n: os.fstat(fd).st_size))
+        return await _in_thread(
+            self.root_path, lambda: self._with_payload(handle, lambda fd, _d, _n: os.fstat(fd).st_size)
+        )
 
     async def read_range(self, handle: str, start: int, end: int) -> bytes:
         """Bytes `[start, end)` of the payload, clamped to its size."""
@@ -167,7 +172,7 @@ class LocalFileStore:
             low, high = max(0, start), min(size, end)
             return read_exact(fd, low, high - low)
 
-        return await _in_thread(lambda: self._with_payload(handle, read))
+        return await _in_thread(self.root_path, lambda: self._with_payload(handle, read))
 
     async def open_reader(self, handle: str) -> PayloadFile:
         """The payload under `handle` opened once, for the many block reads of one scan (close it after)."""
@@ -175,21 +180,22 @@ class LocalFileStore:
         def opened(fd: int, _directory: Dir, _names: list[str]) -> PayloadFile:
             return PayloadFile(os.dup(fd), os.fstat(fd).st_size)
 
-        return await _in_thread(lambda: self._with_payload(handle, opened))
+        return await _in_thread(self.root_path, lambda: self._with_payload(handle, opened))
 
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index: from its sidecar, or rebuilt (and re-saved) when that is missing or stale."""
         return await _in_thread(
-            lambda: self._with_payload(handle, lambda fd, d, names: line_index_of(self.root_path, fd, d, names))
+            self.root_path,
+            lambda: self._with_payload(handle, lambda fd, d, names: line_index_of(self.root_path, fd, d, names)),
         )
 
     async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
         """The stored payloads whose handle starts with `prefix`, sorted by handle."""
-        return await _in_thread(lambda: self._list_sync(prefix))
+        return await _in_thread(self.root_path, lambda: self._list_sync(prefix))
 
     async def delete(self, handle: str) -> bool:
         """Delete the payload under `handle` (short or full) with its sidecar and alias; `True` if it existed."""
-        return await _in_thread(lambda: self._delete_sync(handle))
+        return await _in_thread(self.root_path, lambda: self._delete_sync(handle))
 
     async def resolve(self, handle: str) -> str:
         """The full handle a short one stands for (`handle` itself when it is no known alias).
@@ -197,11 +203,11 @@ class LocalFileStore:
         A store key that is no handle (an empty or spaced tool call id: `run//0`) gives the handle it was filed under.
         """
         full = as_handle(handle)
-        return await _in_thread(lambda: self._in_root(lambda root: resolved(root, full), full))
+        return await _in_thread(self.root_path, lambda: self._in_root(lambda root: resolved(root, full), full))
 
     async def alias(self, handle: str) -> str | None:
         """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
-        return await _in_thread(lambda: self._in_root(lambda root: alias_of(root, handle), None))
+        return await _in_thread(self.root_path, lambda: self._in_root(lambda root: alias_of(root, handle), None))
 
     async def prune(self, older_than: timedelta | None = None) -> int:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
@@ -212,7 +218,9 @@ class LocalFileStore:
         limit = older_than if older_than is not None else self._ttl
         if limit is None:
             return 0
-        return await _in_thread(lambda: prune_root(self.root_path, limit, warn_or_raise, wait_for_lock=True))
+        return await _in_thread(
+            self.root_path, lambda: prune_root(self.root_path, limit, warn_or_raise, wait_for_lock=True)
+        )
 
     # -- implementation --------------------------------------------------------------------------------
 
@@ -481,7 +489,50 @@ def _full() -> ValueError:
     )
 
 
-async def _in_thread(function: Callable[[], _T]) -> _T:
-    # Abandon on cancel: a caller's deadline (`Spill.timeout`) must hold even when the kernel blocks the I/O (a
-    # frozen or hung filesystem). A write left running still publishes atomically, or not at all.
-    return await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+STUCK_CALLS = 8
+"""Calls a store root may have left running in worker threads after their callers gave up (a frozen or hung
+filesystem). Past it, a call fails at once instead of leaving one more thread (and its payload) waiting on the
+kernel; as the stuck calls return, calls are made again."""
+
+_STUCK: dict[str, int] = {}
+_STUCK_LOCK = threading.Lock()
+
+
+async def _in_thread(root: str, function: Callable[[], _T]) -> _T:
+    """`function` in a worker thread, abandoned when its caller is cancelled.
+
+    A caller's deadline (`Spill.timeout`) must hold even when the kernel blocks the I/O (a frozen or hung filesystem);
+    a write left running still publishes atomically, or not at all. Such calls are counted per root, and past
+    `STUCK_CALLS` of them the store refuses new calls rather than pile up threads.
+    """
+    with _STUCK_LOCK:
+        stuck = _STUCK.get(root, 0)
+    if stuck >= STUCK_CALLS:
+        raise OSError(
+            errno.EBUSY, f'the store root has not answered {stuck} earlier calls (a frozen or hung filesystem)'
+        )
+    state = {'started': False, 'done': False, 'abandoned': False}
+
+    def run() -> _T:
+        with _STUCK_LOCK:
+            state['started'] = True
+        try:
+            return function()
+        finally:
+            with _STUCK_LOCK:
+                state['done'] = True
+                if state['abandoned']:
+                    left = _STUCK[root] - 1
+                    if left:
+                        _STUCK[root] = left
+                    else:
+                        del _STUCK[root]
+
+    try:
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        with _STUCK_LOCK:
+            if state['started'] and not state['done']:
+                state['abandoned'] = True
+                _STUCK[root] = _STUCK.get(root, 0) + 1
+        raise
