@@ -48,7 +48,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Spill,
     Truncate,
 )
-from pydantic_ai_harness.overflowing_tool_output._tools import QUERY_TOOL_NAMES
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import QUERY_TOOL_NAMES
 
 TITLE = 'Context economy: tokens paid vs facts still reachable'
 METHOD = """

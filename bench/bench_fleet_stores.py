@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._report import Entry
-from pydantic_ai_harness.overflowing_tool_output._tools import QueryLimits, _read_tool_result
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import QueryLimits, _read_tool_result
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, OverflowStore
 
 TITLE = 'Stores: spill and a 200-line read of a 10 MB payload, per store'

@@ -21,7 +21,7 @@ from bench._report import Entry
 from examples._payloads import test_log
 from examples._scripted import cl100k_counter
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._markers import summary_marker
+from pydantic_ai_harness.overflowing_tool_output._rendering._markers import summary_marker
 from pydantic_ai_harness.overflowing_tool_output.stores._local_aliases import link_alias
 from pydantic_ai_harness.overflowing_tool_output.stores._local_fs import open_root
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import handle_for_key

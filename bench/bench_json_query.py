@@ -20,7 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._report import Entry
 from pydantic_ai_harness.overflowing_tool_output import build_query_toolset
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output.stores import LocalFileStore
 
 TITLE = 'Queries by JSON path on a 100 MB structured spill'

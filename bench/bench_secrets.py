@@ -17,8 +17,8 @@ from bench._report import Entry
 from examples import _payloads as payloads
 from examples._secret_corpus import corpus, encoded_shapes
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, SecretRedaction
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
-from pydantic_ai_harness.overflowing_tool_output._secrets import Redactor
+from pydantic_ai_harness.overflowing_tool_output._redaction._secrets import Redactor
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
 
 TITLE = 'Secrets withheld from the model'
 METHOD = """

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from bench._report import Entry
-from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output.stores import LocalFileStore
 
 TITLE = 'Spill store and query tools'

@@ -209,8 +209,8 @@ def test_pydantic_ai_is_pinned_below_its_next_major(metadata: email.message.Mess
 NON_PUBLIC_PYDANTIC_AI_NAMES = {
     'pydantic_ai.workspaces.unavailable.NO_WORKSPACE': ['overflowing_tool_output/stores/_workspace.py'],
     'pydantic_ai.messages.tool_return_ta': [
-        'overflowing_tool_output/_json_layout.py',
-        'overflowing_tool_output/_render.py',
+        'overflowing_tool_output/_rendering/_json_layout.py',
+        'overflowing_tool_output/_rendering/_render.py',
     ],
 }
 """Names the package imports from pydantic-ai that pydantic-ai does not export (in no `__all__`): where each is used."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ToolReturnPart
 
-from ..overflowing_tool_output._names import offered_names
+from ..overflowing_tool_output._query_tools._names import offered_names
 
 __all__ = ('cut_text', 'with_content')
 

@@ -18,8 +18,8 @@ import anyio
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 from ..overflowing_tool_output import Band, OverflowingToolOutput, OverflowStore
+from ..overflowing_tool_output._actions._spill import store_write
 from ..overflowing_tool_output._checks import spill_timeout
-from ..overflowing_tool_output._spill import store_write
 from ._cut import cut_text, with_content
 from ._data import HandoffInputData
 from ._parts import Part, rewrap

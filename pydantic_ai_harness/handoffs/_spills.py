@@ -20,7 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from .._typing import is_items, is_object
 from ..overflowing_tool_output import OverflowingToolOutput
-from ..overflowing_tool_output._names import offered_names
+from ..overflowing_tool_output._query_tools._names import offered_names
 from ._cut import with_content
 from ._parts import Part, answers_tool_calls, rewrap
 from ._transcript import (

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import stores as _stores
-from ._aging import Aging
-from ._bands import (
+from ._actions._bands import (
     Action,
     Band,
     Passthrough,
@@ -20,8 +19,8 @@ from ._bands import (
     TruncationStrategy,
     default_bands,
 )
+from ._actions._summarize import DEFAULT_SUMMARY_PROMPT, OverflowConfigurationError
 from ._capability import OverflowingToolOutput
-from ._compaction import LosslessCompaction
 from ._events import (
     OverflowAged,
     OverflowingToolOutputWarning,
@@ -30,11 +29,12 @@ from ._events import (
     OverflowRunSummary,
     overflow_report,
 )
-from ._names import GREP_TOOL_NAME, READ_TOOL_NAME
-from ._secrets import SecretRedaction
-from ._step_budget import StepBudget
-from ._summarize import DEFAULT_SUMMARY_PROMPT, OverflowConfigurationError
-from ._tools import QueryLimits, build_query_toolset
+from ._query_tools._names import GREP_TOOL_NAME, READ_TOOL_NAME
+from ._query_tools._tools import QueryLimits, build_query_toolset
+from ._redaction._secrets import SecretRedaction
+from ._request._aging import Aging
+from ._request._compaction import LosslessCompaction
+from ._request._step_budget import StepBudget
 from .stores import (
     DeletableStore,
     HandleNotFoundError,

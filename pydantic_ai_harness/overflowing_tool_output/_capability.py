@@ -22,29 +22,46 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._typing import is_instance
-from ._aging import Aging, Place, TokenCounts
-from ._aging_rule import AgingKit
-from ._band_loop import BandLoop
-from ._bands import (
+from ._actions._band_loop import BandLoop
+from ._actions._bands import (
     Band,
     Summarize,
     default_bands,
     plainly_below,
     sorted_bands,
 )
+from ._actions._spill import store_write
+from ._actions._summarize import (
+    DEFAULT_SUMMARY_PROMPT,
+    OverflowConfigurationError,
+    RunLocks,
+    SummaryOutcome,
+    SummaryRequest,
+    summarize_actions,
+    summarize_in_place,
+    validate_summary_prompt,
+)
+from ._actions._unit import (
+    handle_place,
+)
 from ._checks import check_store, check_tool_filter, spill_timeout, store_root_problem, unknown_tool_names, uses_store
-from ._compaction import LosslessCompaction
 from ._events import (
     OverflowingToolOutputWarning,
     overflow_report,
     report_run,
     warn,
 )
-from ._important_lines import load_literal_finder
-from ._names import is_query_tool, naming, run_names
-from ._render import Rendered, measure
-from ._request_side import RequestSide
-from ._secrets import SecretRedaction
+from ._query_tools._names import is_query_tool, naming, run_names
+from ._query_tools._tools import build_query_toolset
+from ._redaction._secrets import SecretRedaction
+from ._redaction._withhold import SecretWithholding, build_withholding, withhold_closed
+from ._rendering._important_lines import load_literal_finder
+from ._rendering._render import Rendered, measure
+from ._request._aging import Aging, Place, TokenCounts
+from ._request._aging_rule import AgingKit
+from ._request._compaction import LosslessCompaction
+from ._request._request_side import RequestSide
+from ._request._step_budget import StepBudget
 from ._spec import (
     BandSpec,
     StoreSpec,
@@ -56,23 +73,6 @@ from ._spec import (
     parse_store,
     parse_workspace,
 )
-from ._spill import store_write
-from ._step_budget import StepBudget
-from ._summarize import (
-    DEFAULT_SUMMARY_PROMPT,
-    OverflowConfigurationError,
-    RunLocks,
-    SummaryOutcome,
-    SummaryRequest,
-    summarize_actions,
-    summarize_in_place,
-    validate_summary_prompt,
-)
-from ._tools import build_query_toolset
-from ._unit import (
-    handle_place,
-)
-from ._withhold import SecretWithholding, build_withholding, withhold_closed
 from .stores import HandleNotFoundError, LocalFileStore, OverflowStore
 from .stores._local import DEFAULT_RETENTION
 from .stores._protocol import payload_size

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import anyio
 
 from .._typing import is_instance, is_mapping, is_sequence
-from ._bands import Action, Band, Spill, Summarize, action_chain
+from ._actions._bands import Action, Band, Spill, Summarize, action_chain
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('check_store', 'check_tool_filter', 'named_tools', 'spill_timeout', 'unknown_tool_names', 'uses_store')

@@ -27,11 +27,11 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from .._clash import check_clash, installed_version
-from ._grep import grep_lines as scan_lines
-from ._matcher import Matcher, PatternError
-from ._query import open_payload, read_byte_window, read_lines, read_lines_at
+from ._rendering._visible import visible as escaped
+from ._search._grep import grep_lines as scan_lines
+from ._search._matcher import Matcher, PatternError
+from ._search._query import open_payload, read_byte_window, read_lines, read_lines_at
 from ._spec import SpecError, parse_duration
-from ._visible import visible as escaped
 from .stores import HandleNotFoundError, LocalFileStore, StoredPayload, StoreRootError
 from .stores._paths import is_short_handle, names_for_handle
 

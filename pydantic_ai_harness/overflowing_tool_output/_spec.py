@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from .._typing import is_mapping, is_sequence
-from ._aging import Aging
-from ._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
-from ._compaction import LosslessCompaction
-from ._secrets import SecretRedaction
-from ._step_budget import StepBudget
+from ._actions._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
+from ._redaction._secrets import SecretRedaction
+from ._request._aging import Aging
+from ._request._compaction import LosslessCompaction
+from ._request._step_budget import StepBudget
 from .stores import LocalFileStore, OverflowStore, WorkspaceSpill
 from .stores._ttl import normalize_ttl
 

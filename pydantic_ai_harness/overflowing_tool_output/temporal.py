@@ -13,7 +13,7 @@ from typing import Any
 from pydantic_ai.durable_exec.temporal import TemporalRunContext
 from pydantic_ai.tools import RunContext
 
-from ._handles import CARRIED_HANDLES, handles_to_carry
+from ._query_tools._handles import CARRIED_HANDLES, handles_to_carry
 
 __all__ = ('OverflowTemporalRunContext',)
 

@@ -47,7 +47,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Spill,
     Summarize,
 )
-from pydantic_ai_harness.overflowing_tool_output._summarize import SummaryOutcome, SummaryRequest
+from pydantic_ai_harness.overflowing_tool_output._actions._summarize import SummaryOutcome, SummaryRequest
 
 COUNTER_DIR_ENV = 'OVERFLOW_DURABLE_DIR'
 CRASH_ENV = 'OVERFLOW_DURABLE_CRASH'

@@ -21,7 +21,7 @@ from pydantic_ai.usage import RunUsage
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from pydantic_ai_harness.overflowing_tool_output._handles import CARRIED_BYTES
+from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import CARRIED_BYTES
 from pydantic_ai_harness.overflowing_tool_output.temporal import OverflowTemporalRunContext
 
 from ._temporal_aging import FACT

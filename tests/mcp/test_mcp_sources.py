@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastmcp.client.transports import PythonStdioTransport
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.mcp import MCPToolset
@@ -44,7 +45,9 @@ TRANSPORTS = ['stdio', 'http']
 
 
 def toolset_for(transport: str, http_url: str, *, read_timeout: float = 60) -> MCPToolset[Any]:
-    source: Path | str = SERVER if transport == 'stdio' else http_url
+    # A stdio server stops with the run (keep_alive=False): a kept-alive one outlives the test and is only stopped
+    # when its transport is collected, in whatever later test that happens ("subprocess is still running").
+    source = PythonStdioTransport(SERVER, keep_alive=False) if transport == 'stdio' else http_url
     return MCPToolset(source, read_timeout=read_timeout, init_timeout=30)
 
 

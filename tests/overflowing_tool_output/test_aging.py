@@ -44,7 +44,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Summarize,
     overflow_report,
 )
-from pydantic_ai_harness.overflowing_tool_output._aging import aged_stub
+from pydantic_ai_harness.overflowing_tool_output._request._aging import aged_stub
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import SHORT_ALPHABET
 
 from .conftest import FailingStore, MemoryStore

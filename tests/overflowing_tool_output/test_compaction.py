@@ -294,7 +294,7 @@ async def test_handles_survive_compaction_after_compaction(tmp_path: Path) -> No
 
 
 def test_the_ledger_and_what_it_remembers_are_bounded() -> None:
-    from pydantic_ai_harness.overflowing_tool_output._ledger import _CONVERSATIONS, LEDGER_LIMIT, HandleLedger
+    from pydantic_ai_harness.overflowing_tool_output._request._ledger import _CONVERSATIONS, LEDGER_LIMIT, HandleLedger
 
     def history(handles: int, tag: str) -> list[ModelMessage]:
         return [

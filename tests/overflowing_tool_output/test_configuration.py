@@ -32,7 +32,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     _checks,
     build_query_toolset,
 )
-from pydantic_ai_harness.overflowing_tool_output._tools import QUERY_TOOL_NAMES
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import QUERY_TOOL_NAMES
 
 from .conftest import FailingStore, MemoryStore, run_tool
 

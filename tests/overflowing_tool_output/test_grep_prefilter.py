@@ -14,12 +14,12 @@ import anyio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output._grep import grep_lines, grep_lines_backward
-from pydantic_ai_harness.overflowing_tool_output._grep_bytes import grep_bytes
-from pydantic_ai_harness.overflowing_tool_output._literals import required_literals
-from pydantic_ai_harness.overflowing_tool_output._matcher import LiteralSearch, Matcher
-from pydantic_ai_harness.overflowing_tool_output._query import SCAN_BLOCK, Payload, open_payload
-from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._search._grep import grep_lines, grep_lines_backward
+from pydantic_ai_harness.overflowing_tool_output._search._grep_bytes import grep_bytes
+from pydantic_ai_harness.overflowing_tool_output._search._literals import required_literals
+from pydantic_ai_harness.overflowing_tool_output._search._matcher import LiteralSearch, Matcher
+from pydantic_ai_harness.overflowing_tool_output._search._query import SCAN_BLOCK, Payload, open_payload
 from pydantic_ai_harness.overflowing_tool_output.stores import HandleNotFoundError, LocalFileStore, build_line_index
 
 pytestmark = pytest.mark.anyio

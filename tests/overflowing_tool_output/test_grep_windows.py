@@ -16,10 +16,10 @@ import anyio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output._grep import GrepResult, Hit, grep_lines
-from pydantic_ai_harness.overflowing_tool_output._grep_scan import Pacer
-from pydantic_ai_harness.overflowing_tool_output._matcher import MAX_PROGRAM_SIZE, Matcher
-from pydantic_ai_harness.overflowing_tool_output._query import Payload
+from pydantic_ai_harness.overflowing_tool_output._search._grep import GrepResult, Hit, grep_lines
+from pydantic_ai_harness.overflowing_tool_output._search._grep_scan import Pacer
+from pydantic_ai_harness.overflowing_tool_output._search._matcher import MAX_PROGRAM_SIZE, Matcher
+from pydantic_ai_harness.overflowing_tool_output._search._query import Payload
 from pydantic_ai_harness.overflowing_tool_output.stores import build_line_index
 
 PATTERNS = [

@@ -20,7 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._handles import KnownHandle, near_misses
+from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import KnownHandle, near_misses
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import is_short_handle
 
 pytestmark = pytest.mark.anyio

@@ -25,11 +25,11 @@ from pydantic_ai_harness.overflowing_tool_output import (
     OverflowingToolOutputWarning,
     StreamedPayload,
 )
-from pydantic_ai_harness.overflowing_tool_output._important_lines import ImportantLinesScan
-from pydantic_ai_harness.overflowing_tool_output._json_layout import LINE_BYTES
-from pydantic_ai_harness.overflowing_tool_output._preview import count_lines
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
-from pydantic_ai_harness.overflowing_tool_output._spill_stream import PIECE_CHARS, PiecesStopped, Relay
+from pydantic_ai_harness.overflowing_tool_output._actions._spill_stream import PIECE_CHARS, PiecesStopped, Relay
+from pydantic_ai_harness.overflowing_tool_output._rendering._important_lines import ImportantLinesScan
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_layout import LINE_BYTES
+from pydantic_ai_harness.overflowing_tool_output._rendering._preview import count_lines
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
 from pydantic_ai_harness.overflowing_tool_output.stores import LineIndex, LocalFileStore, StoredPayload
 from pydantic_ai_harness.overflowing_tool_output.stores._protocol import StreamWritableStore
 
@@ -303,7 +303,12 @@ def test_a_best_effort_rendering_with_lone_surrogates_is_stored_spread_over_line
 
 def test_a_list_of_records_is_serialized_once() -> None:
     """Each record is written by one native call (in batches): no byte of the value is serialized twice."""
-    from pydantic_ai_harness.overflowing_tool_output._json_layout import _MARKER_JSON, _Builder, _dump, _to_plain
+    from pydantic_ai_harness.overflowing_tool_output._rendering._json_layout import (
+        _MARKER_JSON,
+        _Builder,
+        _dump,
+        _to_plain,
+    )
 
     written = 0
     marker = _MARKER_JSON[:-1]
@@ -321,7 +326,7 @@ def test_a_list_of_records_is_serialized_once() -> None:
 
 
 def test_a_value_holding_the_batch_marker_is_laid_out_correctly() -> None:
-    from pydantic_ai_harness.overflowing_tool_output._json_layout import _MARKER
+    from pydantic_ai_harness.overflowing_tool_output._rendering._json_layout import _MARKER
 
     value = [{'n': n, 'm': [_MARKER, _MARKER, 1]} for n in range(3000)] + [_MARKER, _MARKER, [-0.0, -0.0]] * 50
     rendered = render_value(value)
@@ -360,8 +365,8 @@ LARGE_ARRAYS: list[Any] = [
 @pytest.mark.parametrize('value', LARGE_ARRAYS, ids=range(len(LARGE_ARRAYS)))
 def test_a_large_array_is_sketched_from_a_sample_without_parsing_it(value: Any) -> None:
     """The sketch of the value itself (objects turned plain one sampled element at a time) is that of its JSON."""
-    from pydantic_ai_harness.overflowing_tool_output._shape_sketch import shape_sketch
-    from pydantic_ai_harness.overflowing_tool_output._spill import _shape_of
+    from pydantic_ai_harness.overflowing_tool_output._actions._spill import _shape_of
+    from pydantic_ai_harness.overflowing_tool_output._rendering._shape_sketch import shape_sketch
 
     rendered = render_value(value)
     assert rendered.layout is not None

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output import _important_lines
-from pydantic_ai_harness.overflowing_tool_output._important_lines import (
+from pydantic_ai_harness.overflowing_tool_output._rendering import _important_lines
+from pydantic_ai_harness.overflowing_tool_output._rendering._important_lines import (
     _EXCERPT_BEFORE,
     _EXCERPT_BYTES,
     _IMPORTANT,

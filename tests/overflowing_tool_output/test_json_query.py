@@ -18,14 +18,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, T
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._json_layout import lay_out_jsonable
-from pydantic_ai_harness.overflowing_tool_output._jsonpath import (
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_layout import lay_out_jsonable
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output._search._jsonpath import (
     JsonQueryError,
     JsonQueryLimits,
     NotQueryableError,
     query_json,
 )
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
 
 pytestmark = pytest.mark.anyio
 
@@ -333,7 +333,7 @@ async def test_an_agent_asks_a_structural_question_of_a_spilled_response(tmp_pat
 
 
 async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
     handle = await store.write('r/c/0', stored(orders(3_000)))
@@ -371,7 +371,7 @@ async def test_the_line_shown_reads_back_the_match(tmp_path: Path) -> None:
     ],
 )
 async def test_hostile_arguments_get_guidance_not_a_crash(tmp_path: Path, args: dict[str, Any], expected: str) -> None:
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
     handle = await store.write('r/c/0', stored(orders(50)))
@@ -389,7 +389,7 @@ async def test_hostile_arguments_get_guidance_not_a_crash(tmp_path: Path, args: 
 
 
 async def test_binary_and_text_payloads_are_explained(tmp_path: Path) -> None:
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
     binary = await store.write('r/b/0', bytes(range(256)) * 100)
@@ -449,7 +449,7 @@ async def test_the_footer_names_a_limit_that_lists_more(
     tmp_path: Path, limit: int, listed: int, footer: str | None
 ) -> None:
     """`limit=200` is the line default, so it lists 20; the footer then says exactly what lists more."""
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
     handle = await store.write('r/c/0', stored(orders(500, stuck=tuple(range(0, 430, 10)))))
@@ -463,7 +463,7 @@ async def test_the_footer_names_a_limit_that_lists_more(
 async def test_a_path_query_longer_than_the_store_timeout_still_answers(tmp_path: Path) -> None:
     """The store timeout bounds waiting on the store; a path query also has its own time budget on top of it."""
     from pydantic_ai_harness.overflowing_tool_output import QueryLimits
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = LocalFileStore(base_dir=tmp_path)
     handle = await store.write('r/c/0', stored(orders(80_000)))
@@ -499,7 +499,7 @@ async def test_a_path_query_cancelled_midway_finishes_its_reads(tmp_path: Path) 
     orders: a query of some seconds, so the 0.3 s deadline always falls inside it; 20,000 took 0.3-0.45 s.)"""
     import anyio
 
-    from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 
     store = _CountingStore(base_dir=tmp_path)
     handle = await store.write('r/c/0', stored(orders(100_000)))

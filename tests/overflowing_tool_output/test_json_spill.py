@@ -17,8 +17,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._json_text import JSON_TEXT_MAX_CHARS, json_text_layout
-from pydantic_ai_harness.overflowing_tool_output._render import render_value
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_text import JSON_TEXT_MAX_CHARS, json_text_layout
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value
 
 pytestmark = pytest.mark.anyio
 
@@ -167,7 +167,11 @@ eyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOieyJhbGciOi
 def test_model_facing_json_preview_costs_what_it_says() -> None:
     """The fixed part of a JSON preview (header and paging line), counted with cl100k on a real default handle."""
     from examples._scripted import cl100k_counter
-    from pydantic_ai_harness.overflowing_tool_output._markers import SpillSummary, spill_header, spill_how_to_read
+    from pydantic_ai_harness.overflowing_tool_output._rendering._markers import (
+        SpillSummary,
+        spill_header,
+        spill_how_to_read,
+    )
 
     count = cl100k_counter()
     summary = SpillSummary('fetch', HANDLE, 1_000_000, 250_000, 20_000, 1_020_000, json=True)

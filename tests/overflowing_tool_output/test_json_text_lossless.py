@@ -19,9 +19,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._json_layout import lay_out
-from pydantic_ai_harness.overflowing_tool_output._json_text import json_text_layout, relayout
-from pydantic_ai_harness.overflowing_tool_output._jsonpath import query_json
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_layout import lay_out
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_text import json_text_layout, relayout
+from pydantic_ai_harness.overflowing_tool_output._search._jsonpath import query_json
 
 models.ALLOW_MODEL_REQUESTS = False
 pytestmark = pytest.mark.anyio

@@ -3,15 +3,15 @@ from __future__ import annotations
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_harness.overflowing_tool_output._important_lines import important_lines
-from pydantic_ai_harness.overflowing_tool_output._markers import SpillSummary
-from pydantic_ai_harness.overflowing_tool_output._preview import (
+from pydantic_ai_harness.overflowing_tool_output._rendering._important_lines import important_lines
+from pydantic_ai_harness.overflowing_tool_output._rendering._markers import SpillSummary
+from pydantic_ai_harness.overflowing_tool_output._rendering._preview import (
     count_lines,
     detect_binary_type,
     line_shape,
     text_preview,
 )
-from pydantic_ai_harness.overflowing_tool_output._shape_sketch import shape_sketch
+from pydantic_ai_harness.overflowing_tool_output._rendering._shape_sketch import shape_sketch
 
 
 def test_verdicts_outrank_exceptions_and_context() -> None:

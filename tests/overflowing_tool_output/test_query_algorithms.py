@@ -11,11 +11,11 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output import _grep
-from pydantic_ai_harness.overflowing_tool_output._grep import grep_lines
-from pydantic_ai_harness.overflowing_tool_output._grep_bytes import grep_bytes
-from pydantic_ai_harness.overflowing_tool_output._matcher import Matcher, PatternError
-from pydantic_ai_harness.overflowing_tool_output._query import (
+from pydantic_ai_harness.overflowing_tool_output._search import _grep
+from pydantic_ai_harness.overflowing_tool_output._search._grep import grep_lines
+from pydantic_ai_harness.overflowing_tool_output._search._grep_bytes import grep_bytes
+from pydantic_ai_harness.overflowing_tool_output._search._matcher import Matcher, PatternError
+from pydantic_ai_harness.overflowing_tool_output._search._query import (
     hex_dump,
     line_of_offset,
     line_start,
@@ -399,7 +399,7 @@ async def test_byte_windows_have_utf8_safe_edges() -> None:
 
 
 async def test_binary_grep_finds_matches_across_block_edges() -> None:
-    from pydantic_ai_harness.overflowing_tool_output import _query
+    from pydantic_ai_harness.overflowing_tool_output._search import _query
 
     store = MemoryStore()
     block = _query.SCAN_BLOCK

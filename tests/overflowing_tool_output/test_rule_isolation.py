@@ -29,7 +29,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     SecretRedaction,
     Truncate,
 )
-from pydantic_ai_harness.overflowing_tool_output._secrets import Redactor
+from pydantic_ai_harness.overflowing_tool_output._redaction._secrets import Redactor
 
 models.ALLOW_MODEL_REQUESTS = False
 pytestmark = pytest.mark.anyio

@@ -35,8 +35,8 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Truncate,
     TruncationStrategy,
 )
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
-from pydantic_ai_harness.overflowing_tool_output._secrets import Redactor, default_rules, marker
+from pydantic_ai_harness.overflowing_tool_output._redaction._secrets import Redactor, default_rules, marker
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
 
 pytestmark = pytest.mark.anyio
 
@@ -449,7 +449,7 @@ async def test_a_secret_split_across_two_content_parts_is_found(tmp_path: Path) 
 async def test_a_missing_detect_secrets_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from pydantic_ai_harness.overflowing_tool_output import _secrets
+    from pydantic_ai_harness.overflowing_tool_output._redaction import _secrets
 
     _secrets._detect_secrets_rules.cache_clear()
     monkeypatch.setitem(sys.modules, 'detect_secrets.plugins', None)

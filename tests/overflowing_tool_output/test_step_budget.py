@@ -29,7 +29,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     StepBudget,
     Truncate,
 )
-from pydantic_ai_harness.overflowing_tool_output._step_budget import StepReturn, plan_step, step_note
+from pydantic_ai_harness.overflowing_tool_output._request._step_budget import StepReturn, plan_step, step_note
 
 pytestmark = pytest.mark.anyio
 

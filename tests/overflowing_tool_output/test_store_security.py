@@ -11,7 +11,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output.stores import HandleNotFoundError, LocalFileStore
 from pydantic_ai_harness.overflowing_tool_output.stores._paths import (
     MAX_CANDIDATES,

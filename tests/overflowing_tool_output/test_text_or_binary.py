@@ -17,8 +17,8 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, build_line_index
-from pydantic_ai_harness.overflowing_tool_output._markers import SpillSummary
-from pydantic_ai_harness.overflowing_tool_output._preview import binary_preview, count_lines, text_preview
+from pydantic_ai_harness.overflowing_tool_output._rendering._markers import SpillSummary
+from pydantic_ai_harness.overflowing_tool_output._rendering._preview import binary_preview, count_lines, text_preview
 from pydantic_ai_harness.overflowing_tool_output.stores._sniff import SNIFF_BYTES
 
 from ._scripted_queries import RUN_ID, Call, Script

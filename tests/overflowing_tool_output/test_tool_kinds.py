@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
-from pydantic_ai_harness.overflowing_tool_output._names import GREP_TOOL_KIND, READ_TOOL_KIND
+from pydantic_ai_harness.overflowing_tool_output._query_tools._names import GREP_TOOL_KIND, READ_TOOL_KIND
 
 pytestmark = pytest.mark.anyio
 

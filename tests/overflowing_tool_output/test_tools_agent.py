@@ -31,7 +31,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Summarize,
     Truncate,
 )
-from pydantic_ai_harness.overflowing_tool_output._tools import (
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import (
     QUERY_TOOL_NAMES,
     QUERY_TOOLSET_ID,
     QueryLimits,

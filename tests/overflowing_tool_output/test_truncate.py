@@ -10,9 +10,13 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent
 
 from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, Truncate
-from pydantic_ai_harness.overflowing_tool_output._bands import MIN_TRUNCATE_CHARS, TruncationStrategy
-from pydantic_ai_harness.overflowing_tool_output._render import render_value
-from pydantic_ai_harness.overflowing_tool_output._truncate import truncate_rendered, truncate_structured, truncate_text
+from pydantic_ai_harness.overflowing_tool_output._actions._bands import MIN_TRUNCATE_CHARS, TruncationStrategy
+from pydantic_ai_harness.overflowing_tool_output._actions._truncate import (
+    truncate_rendered,
+    truncate_structured,
+    truncate_text,
+)
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value
 
 from .conftest import Run, call_tools_once, run_tool
 

@@ -22,7 +22,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ToolReturnPart
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, build_query_toolset
-from pydantic_ai_harness.overflowing_tool_output._render import strip_ansi_codes
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import strip_ansi_codes
 
 from ._loop_lag import watch_loop
 from ._support import Steps, tool_returns

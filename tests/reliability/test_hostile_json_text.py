@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, build_query_toolset
-from pydantic_ai_harness.overflowing_tool_output._json_text import MAX_STEPS, json_text_layout
+from pydantic_ai_harness.overflowing_tool_output._rendering._json_text import MAX_STEPS, json_text_layout
 
 from ._loop_lag import watch_loop
 from ._support import run_one_tool, tool_returns

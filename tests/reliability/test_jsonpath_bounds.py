@@ -21,8 +21,8 @@ import pytest
 from jsonpath_rfc9535 import JSONPathEnvironment
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, build_query_toolset
-from pydantic_ai_harness.overflowing_tool_output._jsonpath import JsonQueryError, JsonQueryLimits, query_json
-from pydantic_ai_harness.overflowing_tool_output._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output._rendering._render import render_value, stored_form
+from pydantic_ai_harness.overflowing_tool_output._search._jsonpath import JsonQueryError, JsonQueryLimits, query_json
 
 from ._loop_lag import watch_loop
 

@@ -18,7 +18,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ToolReturnPart
 
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, SecretRedaction
-from pydantic_ai_harness.overflowing_tool_output._secrets import Redactor
+from pydantic_ai_harness.overflowing_tool_output._redaction._secrets import Redactor
 
 from ._support import Steps, tool_returns
 

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, SecretRedaction
-from pydantic_ai_harness.overflowing_tool_output._withhold import _loads_in_steps
+from pydantic_ai_harness.overflowing_tool_output._redaction._withhold import _loads_in_steps
 
 from ._loop_lag import watch_loop
 

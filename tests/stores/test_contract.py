@@ -19,7 +19,7 @@ from pydantic_ai._uuid import uuid7
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output.stores import (
     DeletableStore,
     HandleNotFoundError,

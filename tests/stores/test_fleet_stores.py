@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from redis.asyncio import Redis
 
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, OverflowingToolOutputWarning
-from pydantic_ai_harness.overflowing_tool_output._tools import build_query_toolset
+from pydantic_ai_harness.overflowing_tool_output._query_tools._tools import build_query_toolset
 from pydantic_ai_harness.overflowing_tool_output.stores import (
     HandleNotFoundError,
     ObjectStore,

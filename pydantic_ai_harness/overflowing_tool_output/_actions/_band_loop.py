@@ -1,0 +1,241 @@
+"""The band and fallback loop: a return (or a failure text) measured, its band picked, its action run and, where
+the action cannot, its `then` fallbacks, until one reduces it or none is left.
+
+The actions live in modules of their own names (`_truncate`, `_spill`, `_summarize`); each gets an
+`ActionContext` (`_unit`) and answers a `Reduced` or the reason it could not. The capability builds one loop over
+its configuration and calls it from `after_tool_execute` and from the request-time rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, Protocol
+
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_tool_selector
+
+from .._events import report, warn
+from .._offload import large_container, large_text, off_loop
+from .._rendering._render import Rendered, measure, render_content, render_value
+from ..stores import OverflowStore
+from ..stores._workspace import WorkspaceSpill
+from ._bands import (
+    Action,
+    Band,
+    Passthrough,
+    Spill,
+    Summarize,
+    Truncate,
+    action_chain,
+    context_of,
+    pick_band,
+    uses_context,
+)
+from ._spill import spill
+from ._summarize import DurableSummary, RunLocks, summarize
+from ._truncate import truncate
+from ._unit import (
+    ActionContext,
+    Reduced,
+    UnitName,
+    Writer,
+    estimate_tokens_of,
+    is_tool_return,
+    left_as_is,
+    not_smaller,
+    reassemble,
+    reduced_event,
+    unit_key,
+)
+
+__all__ = ('BandLoop',)
+
+_TOKENIZE_ON_LOOP_CHARS = 32 * 1024
+"""A text longer than this is counted by a user's tokenizer in a worker thread (tens of ms and more on the loop)."""
+
+
+class RunWriter(Protocol):
+    """The capability's durable store write for a run: `(handle, '')`, or `(None, why not)`."""
+
+    def __call__(
+        self, ctx: RunContext[Any], key: str, data: bytes, timeout: float
+    ) -> Awaitable[tuple[str | None, str]]:
+        """Write `data` under `key` within `timeout` seconds."""
+        ...
+
+
+@dataclass(frozen=True)
+class BandLoop:
+    """The capability's bands and actions, applied to one return at a time."""
+
+    bands_for: Callable[[str], tuple[Band, ...]]
+    """The bands of a tool, largest threshold first."""
+
+    tool_filter: ToolSelector[Any]
+    """Which tools are reduced at all."""
+
+    over_tokens: bool
+    """Measure thresholds in tokens instead of characters."""
+
+    tokenizer: Callable[[str], int] | None
+    """The token counter, when one is set."""
+
+    strip_ansi: bool
+    """Remove ANSI escape sequences from text returns before measuring."""
+
+    store: OverflowStore
+    """Where spills go (when the run's workspace does not take them)."""
+
+    workspace: WorkspaceSpill | None
+    """Spilling into the run's workspace, when set."""
+
+    write: RunWriter
+    """The capability's durable store write."""
+
+    summarize_durably: DurableSummary
+    """The capability's durable summarize operation, by the index of the action in `summarize_actions`."""
+
+    summarize_actions: tuple[Summarize, ...]
+    """Every `Summarize` action of the configuration, in a stable order (the durable operation names them by index)."""
+
+    summary_prompt: str
+    """The prompt `Summarize` sends."""
+
+    summary_locks: RunLocks
+    """Per-run locks that keep one summarizer call at a time."""
+
+    def _writer(self, ctx: RunContext[Any]) -> Writer:
+        write = self.write
+
+        async def written(key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
+            return await write(ctx, key, data, timeout)
+
+        return written
+
+    def measure(self, rendered: Rendered) -> int:
+        """The size bands compare against: characters, bytes, or tokens with `over_tokens`."""
+        return measure(rendered, over_tokens=self.over_tokens, tokenizer=self.tokenizer)[0]
+
+    async def reduce_result(
+        self, ctx: RunContext[Any], call: ToolCallPart, tool_def: ToolDefinition, result: Any
+    ) -> Any:
+        """The result with its `return_value` and text `content` reduced where their bands say; `result` itself when
+        nothing was.
+        """
+        if not await matches_tool_selector(self.tool_filter, ctx, tool_def):
+            return result
+        bands = self.bands_for(tool_def.name)
+        envelope = result if is_tool_return(result) else None
+        value = envelope.return_value if envelope is not None else result
+        content = envelope.content if envelope is not None else None
+        rendered_value = await off_loop(
+            ctx,
+            partial(render_value, value, strip_ansi=self.strip_ansi),
+            large=(self.strip_ansi and large_text(value)) or large_container(value),
+        )
+        # Advice to call the tool again with narrower arguments only fits a tool that takes some.
+        takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
+        new_value = await self.reduce_unit(ctx, call, bands, rendered_value, value, 'return_value', takes_arguments)
+        new_content = None
+        if content is not None:
+            rendered = render_content(content)
+            if rendered.kind == 'text' and self.strip_ansi:
+                rendered = await off_loop(
+                    ctx, partial(render_value, rendered.text, strip_ansi=True), large=large_text(rendered.text)
+                )
+            new_content = await self.reduce_unit(ctx, call, bands, rendered, content, 'content', takes_arguments)
+        if new_value is None and new_content is None:
+            return result
+        return reassemble(envelope, value, content, new_value, new_content)
+
+    async def reduce_unit(
+        self,
+        ctx: RunContext[Any],
+        call: ToolCallPart,
+        bands: tuple[Band, ...],
+        rendered: Rendered,
+        original: object,
+        unit: UnitName,
+        takes_arguments: bool = True,
+        context: tuple[int | None, float | None] | None = None,
+    ) -> Reduced | None:
+        """Pick the unit's band and run its action, falling back along `then` until one reduces it.
+
+        `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
+        otherwise the run's model's are read, if the bands need them.
+        """
+        if not bands:
+            return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
+        # A user's tokenizer over a large text is seconds of CPU: counted in a worker thread, once.
+        heavy = self.tokenizer is not None and rendered.data is None and rendered.size_chars > _TOKENIZE_ON_LOOP_CHARS
+        window, used = context if context is not None and uses_context(bands) else context_of(ctx, bands)
+        count = partial(measure, rendered, over_tokens=True, tokenizer=self.tokenizer)
+        counted = await off_loop(ctx, count, large=heavy) if self.over_tokens or window is not None else None
+        size, tokenizer_error = counted if self.over_tokens and counted is not None else (self.measure(rendered), None)
+        if tokenizer_error is not None:
+            warn(f'The tokenizer raised {tokenizer_error!r}; measured `{call.tool_name}` with ~4 characters/token')
+        tokens = (lambda: counted[0]) if counted is not None else (lambda: count()[0])
+        band = pick_band(bands, size, tokens=tokens, window=window, used=used)
+        if band is None:
+            return left_as_is(rendered, original, call.tool_name)
+        if rendered.kind == 'multimodal':
+            if not isinstance(band.action, Passthrough):
+                warn(
+                    f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and '
+                    'cannot be reduced safely; it was left as is'
+                )
+            return None  # (a Passthrough asked for no reduction, so there is nothing that could not be done)
+        # The header reports tokens: the measured count, or the heuristic (a tokenizer is not run twice).
+        tokens = size if self.over_tokens else estimate_tokens_of(rendered)
+        action_unit = ActionContext(
+            run=ctx,
+            call=call,
+            unit=unit,
+            rendered=rendered,
+            tokens=tokens,
+            write=self._writer(ctx),
+            store=self.store,
+            workspace=self.workspace,
+            takes_arguments=takes_arguments,
+        )
+        tried: list[str] = []
+        for action in action_chain(band.action):
+            tried.append(type(action).__name__)
+            reduced, reason = await self.apply(action, action_unit)
+            if reduced is not None and not_smaller(reduced, rendered):
+                if not isinstance(action, Summarize):
+                    # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
+                    return left_as_is(rendered, original, call.tool_name)
+                # A summary at least as long as the output is no summary: the fallback decides.
+                reduced, reason = None, 'the summary was not shorter than the output'
+            if reduced is not None:
+                key = unit_key(ctx, call, unit) if reduced.handle is not None else None  # the full form
+                reduced = replace(reduced, size_before=rendered.size_chars, key=key)
+                await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))
+                return reduced
+            if isinstance(action, Passthrough):
+                break
+            then = action.then
+            what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
+            warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
+        return left_as_is(rendered, original, call.tool_name)
+
+    async def apply(self, action: Action, unit: ActionContext) -> tuple[Reduced | None, str]:
+        """Run one action. Returns the replacement, or `None` and why it could not run."""
+        if isinstance(action, Passthrough):
+            return None, 'passthrough'
+        if isinstance(action, Truncate):
+            return truncate(action, unit)
+        if isinstance(action, Spill):
+            return await spill(action, unit)
+        index = next(i for i, known in enumerate(self.summarize_actions) if known is action)
+        return await summarize(
+            action,
+            unit,
+            index=index,
+            prompt=self.summary_prompt,
+            durable=self.summarize_durably,
+            locks=self.summary_locks,
+        )
