@@ -49,12 +49,11 @@ def summary_message(
     records: Sequence[str],
     wrappers: tuple[str, str] | None = None,
     role: SummaryRole = 'assistant',
-    first_number: int = 1,
 ) -> ModelMessage:
     """One summary message for already rendered records: an assistant response with a single `TextPart`, or with
     `role='user'` a request with a single `UserPromptPart`.
     """
-    text = build_summary_from_records(records, wrappers=wrappers, first_number=first_number)
+    text = build_summary_from_records(records, wrappers=wrappers)
     if role == 'user':
         return ModelRequest(parts=[UserPromptPart(text)])
     return ModelResponse(parts=[TextPart(text)])
@@ -235,7 +234,7 @@ def _nest_default(
     data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole, cap: int | None
 ) -> list[ModelMessage]:
     pending = _history_records(data.input_history, wrappers, role, cap)
-    numbered = 0  # records written in earlier segments: numbering continues across them
+    # Each summary segment numbers its records from 1, as the OpenAI Agents SDK does.
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
     for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
@@ -251,8 +250,7 @@ def _nest_default(
                         pending.append(record)
                     continue
                 if pending or not out:
-                    out.append(summary_message(pending, wrappers, role, numbered + 1))
-                    numbered += len(pending)
+                    out.append(summary_message(pending, wrappers, role))
                     pending = []
                 last = out[-1]
                 if isinstance(last, tuple) and last[0] is message:
@@ -260,7 +258,7 @@ def _nest_default(
                 else:
                     out.append((message, [part]))
     if pending or not out:
-        out.append(summary_message(pending, wrappers, role, numbered + 1))
+        out.append(summary_message(pending, wrappers, role))
     return [entry if not isinstance(entry, tuple) else _verbatim(*entry) for entry in out]
 
 

@@ -175,12 +175,12 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
 
 
 def build_summary_from_records(
-    records: Sequence[str], *, wrappers: tuple[str, str] | None = None, first_number: int = 1
+    records: Sequence[str], *, wrappers: tuple[str, str] | None = None
 ) -> str:
-    """`build_summary_text` from already rendered records, numbered from `first_number`."""
+    """`build_summary_text` from already rendered records, numbered from 1."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
-    lines.extend(f'{number}. {record}' for number, record in enumerate(records, first_number))
+    lines.extend(f'{number}. {record}' for number, record in enumerate(records, 1))
     if not records:
         lines.append(EMPTY_TRANSCRIPT_TEXT)
     lines.append(end)
