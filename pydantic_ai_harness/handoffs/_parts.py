@@ -261,9 +261,7 @@ def render_part(part: Part) -> str | None:
     if type(part) is ToolReturnPart:
         output = dumps(part.model_response_str(wrap_if_error=False))
         outcome = '' if part.outcome == 'success' else f', "outcome": "{part.outcome}"'
-        return (
-            f'{{"call_id": {dumps(part.tool_call_id)}, "output": {output}, "type": "function_call_output"{outcome}}}'
-        )
+        return f'{{"call_id": {dumps(part.tool_call_id)}, "output": {output}, "type": "function_call_output"{outcome}}}'
     if isinstance(part, ThinkingPart):
         return f'{{"type": "reasoning", "summary": [{{"type": "summary_text", "text": {dumps(part.content)}}}]}}'
     item = part_to_item(part)

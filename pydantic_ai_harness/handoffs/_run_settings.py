@@ -9,13 +9,14 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
+from ._chain import ANSWERED_BY_AGENT_METADATA_KEY, agent_key, chain_messages, with_transfer_output
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
-from ._delegation import Delegation, RunHandoffs, active_run_handoffs
+from ._delegation import RunHandoffs, active_run_handoffs, final_handoff
 from ._recorded_answer import ANSWERED_BY_METADATA_KEY, recorded_answer
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
@@ -95,17 +96,23 @@ class Handoffs(AbstractCapability[AgentDepsT]):
             return result
         # `all_messages()` is the result's own history list (not `ctx.messages`, a copy by now): appended to in place.
         messages = result.all_messages()
-        delegation = _final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
+        delegation = final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
         if delegation is not None:
+            last = delegation.last
+            with_transfer_output(messages, delegation)
+            messages.extend(chain_messages(delegation))
             answer = await recorded_answer(
                 ctx,
                 messages,
                 output=delegation.output,
-                agent_name=delegation.agent_name,
-                call_id=delegation.tool_call_id,
-                tool_def=state.handoff_tools.get(delegation.tool_call_id or ''),
+                agent_name=last.agent_name,
+                call_id=last.tool_call_id,
+                tool_def=state.handoff_tools.get(last.tool_call_id or ''),
                 max_chars=self.config.max_record_chars,
             )
+            key = agent_key(last.agent)
+            if key is not None:
+                answer.metadata = {**(answer.metadata or {}), ANSWERED_BY_AGENT_METADATA_KEY: key}
             messages.append(answer)
         return result
 
@@ -113,18 +120,6 @@ class Handoffs(AbstractCapability[AgentDepsT]):
 def _check_config(config: object) -> None:
     if not isinstance(config, HandoffConfig):
         raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(config).__name__}')
-
-
-def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:
-    """The delegation whose call the last request answers, when the run ended on it (an output-function handoff)."""
-    last = messages[-1] if messages else None
-    if not isinstance(last, ModelRequest) or not delegations:
-        return None
-    answered = {part.tool_call_id for part in last.parts if isinstance(part, ToolReturnPart)}
-    for delegation in reversed(delegations):
-        if delegation.tool_call_id in answered:
-            return delegation
-    return None
 
 
 def answered_by(messages: Sequence[ModelMessage]) -> str | None:

@@ -174,9 +174,7 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
     return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers)
 
 
-def build_summary_from_records(
-    records: Sequence[str], *, wrappers: tuple[str, str] | None = None
-) -> str:
+def build_summary_from_records(records: Sequence[str], *, wrappers: tuple[str, str] | None = None) -> str:
     """`build_summary_text` from already rendered records, numbered from 1."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
