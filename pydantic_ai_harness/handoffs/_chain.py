@@ -32,21 +32,24 @@ ANSWERED_BY_AGENT_METADATA_KEY = 'pydantic_ai_harness_answered_by_agent'
 process's agents only; the name, under `ANSWERED_BY_METADATA_KEY`, is the fallback)."""
 
 _agents: weakref.WeakValueDictionary[str, AbstractAgent[Any, Any]] = weakref.WeakValueDictionary()
-_keys: weakref.WeakKeyDictionary[AbstractAgent[Any, Any], str] = weakref.WeakKeyDictionary()
+_keys: dict[int, str] = {}
+"""Each live agent's key by `id()` (agents compare by value, so they cannot key a weak dictionary themselves)."""
 
 
 def agent_key(agent: AbstractAgent[Any, Any]) -> str | None:
     """A key naming `agent` in this process (the same for the agent's lifetime), or `None` for an agent that cannot
     be weakly referenced. The agent is not kept alive by it.
     """
+    key = _keys.get(id(agent))
+    if key is not None and _agents.get(key) is agent:
+        return key
+    key = uuid.uuid4().hex
     try:
-        key = _keys.get(agent)
-        if key is None:
-            key = uuid.uuid4().hex
-            _keys[agent] = key
-            _agents[key] = agent
+        _agents[key] = agent
+        weakref.finalize(agent, _keys.pop, id(agent), None)
     except TypeError:
         return None
+    _keys[id(agent)] = key
     return key
 
 

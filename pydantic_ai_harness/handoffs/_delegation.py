@@ -19,7 +19,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
 from .._typing import is_items, is_object
-from ._config import HandoffConfig, SummaryRole, with_overrides
+from ._config import HandoffConfig, SummaryRole, check_flag, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
 from ._delegate_history import DelegateSpills, build_delegate_history, nest_off_loop
 from ._history import check_message_history, prepend_system_prompts
@@ -204,8 +204,7 @@ def _check_prompt(prompt: str | Sequence[UserContent] | None, conversation: bool
     """Raise a `UserError` naming `prompt` unless it holds something for the delegate to answer (or is `None`, with
     the conversation to answer).
     """
-    if not isinstance(conversation, bool):
-        raise UserError(f'conversation must be True or False, got {conversation!r}')
+    check_flag('conversation', conversation)
     if prompt is None:
         if not conversation:
             raise UserError('delegate() needs a prompt when the delegate is not given the conversation.')
@@ -364,7 +363,7 @@ async def delegate(
 async def _run_delegate(
     agent: AbstractAgent[Any, Any],
     ctx: RunContext[Any],
-    prompt: str | Sequence[UserContent],
+    prompt: str | Sequence[UserContent] | None,
     settings: HandoffConfig,
     run_kwargs: dict[str, Any],
     conversation: bool,
