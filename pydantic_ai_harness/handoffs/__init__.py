@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from .._clash import warn_on_clash
+from ._by_reference import result_by_reference
 from ._capability import HandoffHistory
 from ._chain import last_agent
 from ._config import HandoffConfig, SummaryRole
@@ -51,6 +52,7 @@ __all__ = (
     'nest_handoff_history',
     'remove_all_tools',
     'reset_conversation_history_wrappers',
+    'result_by_reference',
     'set_conversation_history_wrappers',
 )
 

@@ -11,6 +11,8 @@ from pydantic_ai import RunContext, Tool, ToolOutput
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 
+from ..overflowing_tool_output._names import run_names
+from ._by_reference import DEFAULT_ANSWER_CHARS, check_answer_chars, handles_prompt, result_by_reference
 from ._config import check_flag, check_input_filter
 from ._data import HandoffInputFilter
 from ._delegation import Delegation, delegate
@@ -138,6 +140,8 @@ def agent_tool(
     conversation: bool = False,
     input_filter: HandoffInputFilter | None = None,
     nest_handoff_history: bool | None = None,
+    by_reference: bool = False,
+    answer_chars: int = DEFAULT_ANSWER_CHARS,
     **delegate_kwargs: Any,
 ) -> Tool[Any]:
     """`agent` as a tool, the OpenAI Agents SDK's `Agent.as_tool()` in one call.
@@ -159,6 +163,12 @@ def agent_tool(
         input_filter: The handoff input filter, with `conversation=True`; see `delegate`.
         nest_handoff_history: Whether to nest the history when there is no filter, with `conversation=True`; see
             `delegate`.
+        by_reference: Return the agent's result by reference: its answer cut to `answer_chars`, and a handle to
+            its whole run (input, tool calls, tool outputs, answer) saved in the store of the calling agent's
+            `OverflowingToolOutput`, which the calling agent reads with its query tools. The tool then also takes
+            `handles`, earlier results the agent reads itself instead of being told them again (see
+            [`result_by_reference`][pydantic_ai_harness.handoffs.result_by_reference]).
+        answer_chars: With `by_reference`, the longest answer returned inline (1,000 characters by default).
         **delegate_kwargs: Passed to `delegate` (`history_mapper`, `summary_role`, `config`, `model`, ...).
 
     Returns:
@@ -179,6 +189,10 @@ def agent_tool(
             f'agent_tool({name!r}): input_filter and nest_handoff_history apply to the conversation, which an agent '
             'tool is not given by default: pass conversation=True as well, or drop them.'
         )
+    check_flag('by_reference', by_reference)
+    check_answer_chars(answer_chars)
+    if by_reference and custom_output_extractor is not None:
+        raise UserError("agent_tool: by_reference and custom_output_extractor both make the tool's return: pass one.")
     if custom_output_extractor is not None and not callable(custom_output_extractor):
         raise UserError(f'custom_output_extractor must be a function, got {custom_output_extractor!r}')
 
@@ -202,4 +216,25 @@ def agent_tool(
             return delegation.output
         return await _maybe_await(custom_output_extractor(delegation))
 
-    return Tool(run_agent, takes_ctx=True, name=tool_name or _function_style(name), description=description)
+    async def run_agent_by_reference(ctx: RunContext[Any], input: str, handles: list[str] | None = None) -> str:
+        """Ask the agent.
+
+        Args:
+            ctx: The calling run's context (not shown to the model).
+            input: What to ask the agent.
+            handles: Handles of earlier saved results the agent should read for this (another agent's run, a saved
+                tool output), instead of restating them in `input`.
+        """
+        delegation = await delegate(
+            agent,
+            ctx,
+            handles_prompt(input, handles or [], run_names(ctx)),
+            conversation=conversation,
+            input_filter=input_filter,
+            nest_handoff_history=nest_handoff_history,
+            **delegate_kwargs,
+        )
+        return await result_by_reference(ctx, delegation, answer_chars=answer_chars)
+
+    function = run_agent_by_reference if by_reference else run_agent
+    return Tool(function, takes_ctx=True, name=tool_name or _function_style(name), description=description)

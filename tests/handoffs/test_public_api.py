@@ -31,6 +31,7 @@ def test_public_names_are_pinned() -> None:
             'nest_handoff_history',
             'remove_all_tools',
             'reset_conversation_history_wrappers',
+            'result_by_reference',
             'set_conversation_history_wrappers',
         )
     )
