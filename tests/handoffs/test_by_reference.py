@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from bench._economy_delegation import FORMS, measure_delegation, report
 from pydantic_ai_harness.handoffs import agent_tool, delegate, result_by_reference
 from pydantic_ai_harness.overflowing_tool_output import MemoryStore, OverflowingToolOutput
 
@@ -230,3 +232,16 @@ def test_by_reference_settings_are_checked_at_construction() -> None:
         agent_tool(specialist, by_reference=True, custom_output_extractor=lambda d: d.output)
     with pytest.raises(UserError, match="^by_reference must be True or False, got 'yes'$"):
         agent_tool(specialist, by_reference='yes')  # pyright: ignore[reportArgumentType]
+
+
+async def test_the_delegation_scenario_of_the_economy_benchmark(tmp_path: Path) -> None:
+    """The claims docs/handoffs.md makes from `bench/_economy_delegation.py` (there counted with cl100k_base; here
+    with ~4 characters a token, which gives the same ordering)."""
+    traces = await measure_delegation(tmp_path, lambda text: -(-len(text) // 4))
+    text, spilled, by_reference = (traces[form] for form in FORMS)
+    assert len(report('sales')) > 45_000
+    assert [trace.found for trace in traces.values()] == [6, 6, 6]  # every fact reachable in every form
+    assert by_reference.input_tokens < 0.15 * text.input_tokens  # 88.6% saved with cl100k_base
+    assert by_reference.peak_request_tokens < 0.1 * text.peak_request_tokens
+    assert spilled.input_tokens < by_reference.input_tokens  # a spill's preview is shorter than 1,000 characters
+    assert (by_reference.retrievals, spilled.retrievals, text.retrievals) == (6, 6, 0)
