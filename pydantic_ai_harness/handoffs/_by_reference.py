@@ -36,12 +36,26 @@ from ._long_records import store_timeout
 from ._recorded_answer import answer_text, run_overflow
 from ._worker import is_large, run_off_loop, value_is_large
 
-__all__ = ('DEFAULT_ANSWER_CHARS', 'check_answer_chars', 'handles_prompt', 'result_by_reference', 'transcript_text')
+__all__ = (
+    'DEFAULT_ANSWER_CHARS',
+    'MAX_HANDLES',
+    'MAX_HANDLE_CHARS',
+    'check_answer_chars',
+    'handles_prompt',
+    'result_by_reference',
+    'transcript_text',
+)
 
 logger = logging.getLogger('pydantic_ai_harness.handoffs')
 
 DEFAULT_ANSWER_CHARS = 1_000
 """How much of a delegate's answer the calling agent is given inline by default (about 250 tokens)."""
+
+MAX_HANDLES = 20
+"""The most handles one agent-tool call passes on (each is written into the agent's prompt)."""
+
+MAX_HANDLE_CHARS = 300
+"""The longest handle accepted from the model (a store's handles are far shorter)."""
 
 
 def check_answer_chars(value: object) -> None:

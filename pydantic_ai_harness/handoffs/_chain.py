@@ -14,12 +14,13 @@ import json
 import uuid
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 
+from ._cut import cut_text, with_content
 from ._delegation import Delegation
 from ._history import without_system_prompts
 from ._parts import Part, rewrap
@@ -75,18 +76,40 @@ def with_transfer_output(messages: list[ModelMessage], delegation: Delegation[An
     messages[-1] = rewrap(last, parts)
 
 
-def chain_messages(delegation: Delegation[Any]) -> list[ModelMessage]:
+def _bounded(messages: Sequence[ModelMessage], max_chars: int | None) -> list[ModelMessage]:
+    """`messages` with every tool return longer than `max_chars` cut to it, saying so (`None`: kept whole)."""
+    if max_chars is None:
+        return list(messages)
+    bounded: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest) and any(_too_long(p, max_chars) for p in message.parts):
+            parts: list[Part] = [
+                with_content(p, cut_text(p.model_response_str(), max_chars, None)) if _too_long(p, max_chars) else p
+                for p in message.parts
+            ]
+            message = rewrap(message, parts)
+        bounded.append(message)
+    return bounded
+
+
+def _too_long(part: Part, max_chars: int) -> TypeGuard[ToolReturnPart]:
+    return isinstance(part, ToolReturnPart) and len(part.model_response_str()) > max_chars
+
+
+def chain_messages(delegation: Delegation[Any], max_chars: int | None) -> list[ModelMessage]:
     """What each agent of the chain `delegation` starts did in its own run, in order, without the last answer.
 
     Each delegate's turns (its responses, tool calls and returns) follow the handoff that started it; a handoff
     made in a delegate's run is answered with the SDK's handoff output. The last agent's final response is left
     out: `Handoffs` records it held to a tool return's bounds. The delegates' own system prompts are left out too
-    (each agent runs under its own).
+    (each agent runs under its own). A tool return longer than `max_chars` is cut to it, saying so: every later
+    request of the conversation carries these messages (a delegate that inherited the caller's
+    `OverflowingToolOutput` has reduced its returns already).
     """
     messages: list[ModelMessage] = []
     link = delegation
     while True:
-        own = list(without_system_prompts(link.result.all_messages()[link.given_messages :]))
+        own = _bounded(without_system_prompts(link.result.all_messages()[link.given_messages :]), max_chars)
         if link.handed_to is None:
             if own and isinstance(own[-1], ModelResponse):
                 own.pop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +17,9 @@ from pydantic_ai.tools import AgentDepsT
 from ._chain import ANSWERED_BY_AGENT_METADATA_KEY, agent_key, chain_messages, with_transfer_output
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
-from ._delegation import RunHandoffs, active_run_handoffs, final_handoff
+from ._delegation import Delegation, RunHandoffs, active_run_handoffs, final_handoff
 from ._recorded_answer import ANSWERED_BY_METADATA_KEY, recorded_answer
+from ._worker import is_large, run_off_loop
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
 
@@ -34,7 +36,11 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     When the run ends with a handoff made in an output function (the delegate's output is the run's output), the
     run's history gets a final response holding the delegate's answer, marked with the delegate's name (see
     [`answered_by`][pydantic_ai_harness.handoffs.answered_by]), so the conversation passed on to the next turn
-    records who said what. pydantic-ai itself answers that call with `Final result processed.` only. That answer
+    records who said what, as the OpenAI Agents SDK's `to_input_list()`: the handoff's call answered with
+    `{"assistant": "<name>"}`, what each agent of a chain did in its own run (tool returns cut to
+    `config.max_record_chars`), and the last agent's answer, marked with that agent (see
+    [`last_agent`][pydantic_ai_harness.handoffs.last_agent]). pydantic-ai itself answers that call with
+    `Final result processed.` only. That answer
     is held to a tool return's bounds: the run's `OverflowingToolOutput` reduces it as the return of the handoff's
     call (a long one is spilled, and the history names its handle), or, without one, it is cut to
     `config.max_record_chars`. The run's output is the whole answer.
@@ -100,7 +106,8 @@ class Handoffs(AbstractCapability[AgentDepsT]):
         if delegation is not None:
             last = delegation.last
             with_transfer_output(messages, delegation)
-            messages.extend(chain_messages(delegation))
+            hops = functools.partial(chain_messages, delegation, self.config.max_record_chars)
+            messages.extend(await run_off_loop(ctx, hops, large=_long_chain(delegation)))
             answer = await recorded_answer(
                 ctx,
                 messages,
@@ -115,6 +122,16 @@ class Handoffs(AbstractCapability[AgentDepsT]):
                 answer.metadata = {**(answer.metadata or {}), ANSWERED_BY_AGENT_METADATA_KEY: key}
             messages.append(answer)
         return result
+
+
+def _long_chain(delegation: Delegation[Any]) -> bool:
+    """Whether the runs of the chain `delegation` starts are too long to walk on the event loop."""
+    link: Delegation[Any] | None = delegation
+    runs: list[list[ModelMessage]] = []
+    while link is not None:
+        runs.append(link.result.all_messages()[link.given_messages :])
+        link = link.handed_to
+    return is_large(*runs)
 
 
 def _check_config(config: object) -> None:

@@ -7,12 +7,19 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic_ai import RunContext, Tool, ToolOutput
+from pydantic_ai import ModelRetry, RunContext, Tool, ToolOutput
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 
 from ..overflowing_tool_output._names import run_names
-from ._by_reference import DEFAULT_ANSWER_CHARS, check_answer_chars, handles_prompt, result_by_reference
+from ._by_reference import (
+    DEFAULT_ANSWER_CHARS,
+    MAX_HANDLE_CHARS,
+    MAX_HANDLES,
+    check_answer_chars,
+    handles_prompt,
+    result_by_reference,
+)
 from ._config import check_flag, check_input_filter
 from ._data import HandoffInputFilter
 from ._delegation import Delegation, delegate
@@ -225,10 +232,15 @@ def agent_tool(
             handles: Handles of earlier saved results the agent should read for this (another agent's run, a saved
                 tool output), instead of restating them in `input`.
         """
+        handles = handles or []
+        if len(handles) > MAX_HANDLES or any(len(handle) > MAX_HANDLE_CHARS for handle in handles):
+            raise ModelRetry(
+                f"Pass at most {MAX_HANDLES} handles, each as an earlier answer names it (under handle '...')."
+            )
         delegation = await delegate(
             agent,
             ctx,
-            handles_prompt(input, handles or [], run_names(ctx)),
+            handles_prompt(input, handles, run_names(ctx)),
             conversation=conversation,
             input_filter=input_filter,
             nest_handoff_history=nest_handoff_history,
