@@ -299,8 +299,9 @@ def nest_handoff_history(
     Custom path: `history_mapper` receives the whole flattened transcript as messages (history, then every message
     of the handoff), and its result becomes the delegate's history as it is.
 
-    The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
-    OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
+    The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), in the OpenAI Agents SDK's format:
+    the same preamble and wrappers, records in the SDK's key order, numbered from 1 in each summary; an assistant
+    message is written `assistant: <text>` (the SDK writes its whole output item as JSON). With `summary_role='user'` it is a `ModelRequest` holding one
     `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn, and
     earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the
     conversation is trusted: any assistant turn (and with `summary_role='user'` any user turn) in the summary format

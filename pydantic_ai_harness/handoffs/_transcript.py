@@ -1,8 +1,9 @@
 """The transcript layer: plain-dict records, the summary text, parsing a summary back, and the wrappers.
 
 Everything here works on transcript items (`dict[str, Any]` shaped like OpenAI Responses input items:
-`{'role': 'user', 'content': 'hi'}`, `{'type': 'function_call', ...}`), so the summary format stays
-byte-identical to the OpenAI Agents SDK's and summaries written by either library are recognised by the other.
+`{'role': 'user', 'content': 'hi'}`, `{'arguments': ..., 'type': 'function_call'}`), so the summary format stays the
+OpenAI Agents SDK's (records in its key order; an assistant message as `assistant: <text>` where the SDK writes its JSON
+item) and summaries written by either library are recognised by the other.
 """
 
 from __future__ import annotations
