@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._economy_core import MODELS, Outcome, cached, run_scenario, scenarios
+from bench._economy_delegation import delegation_entries, measure_delegation
 from bench._economy_overflow import OVERFLOW_WINDOW, measure_overflow, overflow_entries, overflow_table
 from bench._economy_questions import (
     measure_nearby,
@@ -355,6 +356,7 @@ def run() -> tuple[list[Entry], str]:
         windows, windows_table = window_entries(asyncio.run(measure_windows(Path(tmp), count)))
         session, session_text = session_section(Path(tmp), count)
         overflow, overflow_text = overflow_section(Path(tmp), count)
+        delegation, delegation_text = delegation_entries(asyncio.run(measure_delegation(Path(tmp), count)))
     chart(outcomes)
     entries = economy_entries(outcomes, short_ids, tool_costs)
     groups: dict[tuple[str, str], list[Outcome]] = {}
@@ -367,9 +369,9 @@ def run() -> tuple[list[Entry], str]:
     text = f'{summary}\n\n![Tokens per configuration](benchmarks-tokens.png)\n\n{details(outcomes)}'
     tables = (
         f'{text}\n\n{windows_table}\n\n{session_text}\n\n{overflow_text}\n\n{nearby_table}\n\n{structural_table}'
-        f'\n\n{parallel_table}'
+        f'\n\n{parallel_table}\n\n{delegation_text}'
     )
-    return [*entries, *windows, *session, *overflow, *nearby, *structural, *parallel], tables
+    return [*entries, *windows, *session, *overflow, *nearby, *structural, *parallel, *delegation], tables
 
 
 def session_section(root: Path, count: Callable[[str], int]) -> tuple[list[Entry], str]:

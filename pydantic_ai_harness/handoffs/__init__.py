@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 from .._clash import warn_on_clash
+from ._by_reference import result_by_reference
 from ._capability import HandoffHistory
+from ._chain import last_agent
 from ._config import HandoffConfig, SummaryRole
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
 from ._delegation import Delegation, delegate
@@ -46,9 +48,11 @@ __all__ = (
     'get_conversation_history_wrappers',
     'handoff',
     'handoff_input_from_context',
+    'last_agent',
     'nest_handoff_history',
     'remove_all_tools',
     'reset_conversation_history_wrappers',
+    'result_by_reference',
     'set_conversation_history_wrappers',
 )
 

@@ -13,13 +13,13 @@ from typing import Any, Generic
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage, UserContent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart, UserContent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
 from .._typing import is_items, is_object
-from ._config import HandoffConfig, SummaryRole, with_overrides
+from ._config import HandoffConfig, SummaryRole, check_flag, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
 from ._delegate_history import DelegateSpills, build_delegate_history, nest_off_loop
 from ._history import check_message_history, prepend_system_prompts
@@ -34,6 +34,7 @@ __all__ = (
     'check_message_history',
     'delegate',
     'delegation_mode',
+    'final_handoff',
     'nest_off_loop',
 )
 
@@ -63,6 +64,29 @@ class Delegation(Generic[OutputDataT]):
 
     tool_call_id: str | None = None
     """The id of the delegating tool or output-function call."""
+
+    mode: DelegationMode = 'tool'
+    """`'handoff'` when made from an output function (the delegate's output is the run's output), else `'tool'`."""
+
+    handed_to: Delegation[Any] | None = None
+    """The handoff the delegate's own run ended with, when it handed off in turn (its output is that delegation's):
+    the next link of a chain such as triage -> billing -> refunds."""
+
+    given_messages: int = 0
+    """How many messages the delegate was given as history: its own run's messages follow them in `messages()`."""
+
+    @property
+    def last(self) -> Delegation[Any]:
+        """The last delegation of the chain this one starts (itself when the delegate answered on its own)."""
+        link: Delegation[Any] = self
+        while link.handed_to is not None:
+            link = link.handed_to
+        return link
+
+    @property
+    def last_agent(self) -> AbstractAgent[Any, Any]:
+        """The agent that answered, through any chain of handoffs: the OpenAI Agents SDK's `result.last_agent`."""
+        return self.last.agent
 
     @property
     def output(self) -> OutputDataT:
@@ -127,6 +151,31 @@ def delegation_mode(ctx: RunContext[Any]) -> DelegationMode:
 
 _active: ContextVar[RunHandoffs | None] = ContextVar('pydantic_ai_harness_run_handoffs', default=None)
 
+_made_in_run: ContextVar[list[Delegation[Any]] | None] = ContextVar(
+    'pydantic_ai_harness_delegations_made_in_run', default=None
+)
+"""The delegations made during the delegate's run that `delegate` is awaiting (to find the handoff it ended on)."""
+
+
+def final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:
+    """The delegation whose call the last request of `messages` answers: the output-function handoff a run ended on.
+
+    Args:
+        messages: A run's whole history.
+        delegations: The delegations made during that run.
+
+    Returns:
+        That delegation, or `None` when the run did not end on a handoff.
+    """
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelRequest) or not delegations:
+        return None
+    answered = {part.tool_call_id for part in last.parts if isinstance(part, ToolReturnPart)}
+    for delegation in reversed(delegations):
+        if delegation.mode == 'handoff' and delegation.tool_call_id in answered:
+            return delegation
+    return None
+
 
 def active_run_handoffs() -> ContextVar[RunHandoffs | None]:
     """The context variable the `Handoffs` capability sets for the length of a run (and the runs it starts)."""
@@ -151,10 +200,15 @@ def _server_managed(agent: AbstractAgent[Any, Any], run_kwargs: dict[str, Any]) 
     return False
 
 
-def _check_prompt(prompt: str | Sequence[UserContent] | None) -> None:
-    """Raise a `UserError` naming `prompt` unless it holds something for the delegate to answer."""
+def _check_prompt(prompt: str | Sequence[UserContent] | None, conversation: bool) -> None:
+    """Raise a `UserError` naming `prompt` unless it holds something for the delegate to answer (or is `None`, with
+    the conversation to answer).
+    """
+    check_flag('conversation', conversation)
     if prompt is None:
-        raise UserError('delegate() needs a prompt for the agent taking over.')
+        if not conversation:
+            raise UserError('delegate() needs a prompt when the delegate is not given the conversation.')
+        return
     entries = [prompt] if isinstance(prompt, str) else list(prompt)
     if all(isinstance(entry, str) and not entry.strip() for entry in entries):
         raise UserError(
@@ -166,8 +220,9 @@ def _check_prompt(prompt: str | Sequence[UserContent] | None) -> None:
 async def delegate(
     agent: AbstractAgent[Any, Any],
     ctx: RunContext[Any],
-    prompt: str | Sequence[UserContent],
+    prompt: str | Sequence[UserContent] | None,
     *,
+    conversation: bool = True,
     input_filter: HandoffInputFilter | None = None,
     nest_handoff_history: bool | None = None,
     history_mapper: HandoffHistoryMapper | None = None,
@@ -223,8 +278,11 @@ async def delegate(
     Args:
         agent: The agent taking over.
         ctx: The delegating tool's or output function's run context.
-        prompt: The delegate's prompt; required, because a history ending in an assistant turn with no prompt after
-            it is not sent to the model at all.
+        prompt: A user turn for the delegate after the conversation, or `None` for none: the delegate answers the
+            conversation as it stands (an OpenAI Agents SDK handoff; a history ending in an assistant turn then ends
+            with an empty request, so pydantic-ai calls the model). Required without `conversation`.
+        conversation: Whether the delegate is given the conversation so far (`True`, the default) or only
+            `prompt` (the OpenAI Agents SDK's agent as a tool); the settings below apply to the conversation.
         input_filter: The handoff input filter (sync or async).
         nest_handoff_history: Whether to nest the history when there is no filter.
         history_mapper: The mapper to nest with, in place of the default summary.
@@ -241,9 +299,15 @@ async def delegate(
 
     Raises:
         UserError: On an invalid filter or filter result, an invalid resulting history, a filter on a server-managed
-            conversation, a missing or empty prompt, or an invalid setting (named in the message).
+            conversation, an empty prompt (or none without `conversation`), `input_filter` or
+            `nest_handoff_history` without `conversation`, or an invalid setting (named in the message).
     """
-    _check_prompt(prompt)
+    _check_prompt(prompt, conversation)
+    if not conversation and (input_filter is not None or nest_handoff_history):
+        raise UserError(
+            'input_filter and nest_handoff_history apply to the conversation a delegate is given: '
+            'pass conversation=True to give it the conversation, or drop them.'
+        )
     if 'message_history' in run_kwargs:
         raise UserError('delegate() builds the message history itself; do not pass `message_history`.')
     run_handoffs = _active.get()
@@ -259,7 +323,9 @@ async def delegate(
         max_record_chars=max_record_chars,
     )
     mode = delegation_mode(ctx)
-    if mode == 'handoff' and (run_handoffs is None or run_handoffs.run_id != ctx.run_id):
+    # Under a run-wide `Handoffs` (this run's, or that of a run this one is a delegate of), the answer is recorded
+    # where the conversation continues: in the history of the run the capability is on.
+    if mode == 'handoff' and run_handoffs is None:
         warnings.warn(_UNRECORDED_WARNING, UserWarning, stacklevel=2)
     if _server_managed(agent, run_kwargs):
         if settings.input_filter is not None:
@@ -268,9 +334,24 @@ async def delegate(
             from_name = ctx.agent.name if ctx.agent is not None else None
             logger.warning(_SERVER_MANAGED_NEST_WARNING, from_name, agent.name)
             settings = dataclasses.replace(settings, nest_handoff_history=False)
-    with delegation_span(ctx, agent, mode, settings):
-        result = await _run_delegate(agent, ctx, prompt, settings, run_kwargs)
-    delegation = Delegation(agent=agent, result=result, tool_call_id=ctx.tool_call_id)
+    enclosing = _made_in_run.get()
+    made: list[Delegation[Any]] = []
+    token = _made_in_run.set(made)
+    try:
+        with delegation_span(ctx, agent, mode, settings if conversation else _DEFAULT_CONFIG):
+            result, given = await _run_delegate(agent, ctx, prompt, settings, run_kwargs, conversation)
+    finally:
+        _made_in_run.reset(token)
+    delegation = Delegation(
+        agent=agent,
+        result=result,
+        tool_call_id=ctx.tool_call_id,
+        mode=mode,
+        handed_to=final_handoff(result.all_messages(), made),
+        given_messages=given,
+    )
+    if enclosing is not None:
+        enclosing.append(delegation)
     if run_handoffs is not None:
         run_handoffs.delegations.append((ctx.run_id, delegation))
         tool_def = calling_tool(ctx)
@@ -282,11 +363,14 @@ async def delegate(
 async def _run_delegate(
     agent: AbstractAgent[Any, Any],
     ctx: RunContext[Any],
-    prompt: str | Sequence[UserContent],
+    prompt: str | Sequence[UserContent] | None,
     settings: HandoffConfig,
     run_kwargs: dict[str, Any],
-) -> AgentRunResult[Any]:
-    """Build the delegate's history from `ctx` with `settings`, check it, and run `agent` on it."""
+    conversation: bool,
+) -> tuple[AgentRunResult[Any], int]:
+    """Build the delegate's history from `ctx` with `settings` (none without `conversation`), check it, and run
+    `agent` on it; return its result and the number of messages it was given.
+    """
     # Spills: the delegate inherits the delegating agent's OverflowingToolOutput unless it has its own.
     own = agent_overflow(agent, run_kwargs.get('capabilities'))
     source = agent_overflow(ctx.agent) or inherited_overflow().get()
@@ -296,7 +380,7 @@ async def _run_delegate(
         run_kwargs['capabilities'] = [*(given if is_items(given) else ()), source]
         effective = source
     spills = DelegateSpills(readable_here(effective, source), effective, f'handoff/{_safe_run_segment(ctx.run_id)}')
-    history = await build_delegate_history(ctx, agent.name, settings, spills)
+    history = await build_delegate_history(ctx, agent.name, settings, spills) if conversation else []
 
     run_kwargs.setdefault('deps', ctx.deps)
     run_kwargs.setdefault('usage', ctx.usage)
@@ -311,8 +395,14 @@ async def _run_delegate(
         model_settings=run_kwargs.get('model_settings'),
     )
     history = prepend_system_prompts(history, own_prompts)
+    if prompt is None and history and isinstance(history[-1], ModelResponse):
+        # No new user turn (an OpenAI Agents SDK handoff): the delegate answers the conversation as it stands. An
+        # empty request has pydantic-ai call the model (it carries the delegate's instructions only); without it,
+        # a history ending in a response would be taken as already answered.
+        history = [*history, ModelRequest(parts=[])]
     token = inherited_overflow().set(effective)
     try:
-        return await agent.run(prompt, message_history=history, **run_kwargs)
+        result = await agent.run(prompt, message_history=history or None, **run_kwargs)
     finally:
         inherited_overflow().reset(token)
+    return result, len(history)

@@ -49,12 +49,11 @@ def summary_message(
     records: Sequence[str],
     wrappers: tuple[str, str] | None = None,
     role: SummaryRole = 'assistant',
-    first_number: int = 1,
 ) -> ModelMessage:
     """One summary message for already rendered records: an assistant response with a single `TextPart`, or with
     `role='user'` a request with a single `UserPromptPart`.
     """
-    text = build_summary_from_records(records, wrappers=wrappers, first_number=first_number)
+    text = build_summary_from_records(records, wrappers=wrappers)
     if role == 'user':
         return ModelRequest(parts=[UserPromptPart(text)])
     return ModelResponse(parts=[TextPart(text)])
@@ -235,7 +234,7 @@ def _nest_default(
     data: HandoffInputData, wrappers: tuple[str, str], role: SummaryRole, cap: int | None
 ) -> list[ModelMessage]:
     pending = _history_records(data.input_history, wrappers, role, cap)
-    numbered = 0  # records written in earlier segments: numbering continues across them
+    # Each summary segment numbers its records from 1, as the OpenAI Agents SDK does.
     # Output entries: a finished message (a summary), or a verbatim group `(source message, parts)`.
     out: list[ModelMessage | tuple[ModelMessage, list[Part]]] = []
     for is_new, messages in ((False, data.pre_handoff_items), (True, data.new_items)):
@@ -251,8 +250,7 @@ def _nest_default(
                         pending.append(record)
                     continue
                 if pending or not out:
-                    out.append(summary_message(pending, wrappers, role, numbered + 1))
-                    numbered += len(pending)
+                    out.append(summary_message(pending, wrappers, role))
                     pending = []
                 last = out[-1]
                 if isinstance(last, tuple) and last[0] is message:
@@ -260,7 +258,7 @@ def _nest_default(
                 else:
                     out.append((message, [part]))
     if pending or not out:
-        out.append(summary_message(pending, wrappers, role, numbered + 1))
+        out.append(summary_message(pending, wrappers, role))
     return [entry if not isinstance(entry, tuple) else _verbatim(*entry) for entry in out]
 
 
@@ -301,8 +299,9 @@ def nest_handoff_history(
     Custom path: `history_mapper` receives the whole flattened transcript as messages (history, then every message
     of the handoff), and its result becomes the delegate's history as it is.
 
-    The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), whose text is byte-identical to the
-    OpenAI Agents SDK's nested handoff history. With `summary_role='user'` it is a `ModelRequest` holding one
+    The summary is a `ModelResponse` holding one `TextPart` (an assistant turn), in the OpenAI Agents SDK's format:
+    the same preamble and wrappers, records in the SDK's key order, numbered from 1 in each summary; an assistant
+    message is written `assistant: <text>` (the SDK writes its whole output item as JSON). With `summary_role='user'` it is a `ModelRequest` holding one
     `UserPromptPart` with the same text instead, for models that want a conversation to open with a user turn, and
     earlier user turns whose whole text is a summary are flattened like assistant ones. As in the SDK, the
     conversation is trusted: any assistant turn (and with `summary_role='user'` any user turn) in the summary format

@@ -179,17 +179,22 @@ def part_to_item(part: Part) -> TranscriptItem | None:  # noqa: C901 (one branch
     if isinstance(part, SpeechPart):
         return {'role': part.speaker, 'content': part.transcript or ''}
     if isinstance(part, ToolCallPart):
-        return {
-            'type': 'function_call',
+        # The OpenAI Agents SDK's key order (its `ResponseFunctionToolCall` fields), with the item `id` when the
+        # provider gave one.
+        call: TranscriptItem = {
+            'arguments': part.args_as_json_str(),
             'call_id': part.tool_call_id,
             'name': part.tool_name,
-            'arguments': part.args_as_json_str(),
+            'type': 'function_call',
         }
+        if part.id is not None:
+            call['id'] = part.id
+        return call
     if isinstance(part, ToolReturnPart):
         item: TranscriptItem = {
-            'type': 'function_call_output',
             'call_id': part.tool_call_id,
             'output': part.model_response_str(wrap_if_error=False),
+            'type': 'function_call_output',
         }
         if part.outcome != 'success':
             item['outcome'] = part.outcome
@@ -248,14 +253,15 @@ def render_part(part: Part) -> str | None:
     if isinstance(part, SystemPromptPart):
         return _role_record('system', part.content)
     if type(part) is ToolCallPart:
+        item_id = '' if part.id is None else f', "id": {dumps(part.id)}'
         return (
-            f'{{"type": "function_call", "call_id": {dumps(part.tool_call_id)}, "name": {dumps(part.tool_name)}, '
-            f'"arguments": {dumps(part.args_as_json_str())}}}'
+            f'{{"arguments": {dumps(part.args_as_json_str())}, "call_id": {dumps(part.tool_call_id)}, '
+            f'"name": {dumps(part.tool_name)}, "type": "function_call"{item_id}}}'
         )
     if type(part) is ToolReturnPart:
         output = dumps(part.model_response_str(wrap_if_error=False))
         outcome = '' if part.outcome == 'success' else f', "outcome": "{part.outcome}"'
-        return f'{{"type": "function_call_output", "call_id": {dumps(part.tool_call_id)}, "output": {output}{outcome}}}'
+        return f'{{"call_id": {dumps(part.tool_call_id)}, "output": {output}, "type": "function_call_output"{outcome}}}'
     if isinstance(part, ThinkingPart):
         return f'{{"type": "reasoning", "summary": [{{"type": "summary_text", "text": {dumps(part.content)}}}]}}'
     item = part_to_item(part)
@@ -379,7 +385,10 @@ def _item_to_part(
     if kind == 'function_call':
         name = str(item.get('name') or 'unknown_tool')
         tool_names[call_id] = name
-        return ToolCallPart(name, _json_text(item.get('arguments') or '{}'), call_id)
+        item_id = item.get('id')
+        return ToolCallPart(
+            name, _json_text(item.get('arguments') or '{}'), call_id, id=item_id if isinstance(item_id, str) else None
+        )
     if kind == 'function_call_output':
         outcome = item.get('outcome', 'success')
         return ToolReturnPart(

@@ -24,7 +24,7 @@ from ._cut import cut_text
 from ._spills import find_overflow, inherited_overflow
 from ._worker import run_off_loop, value_is_large
 
-__all__ = ('ANSWERED_BY_METADATA_KEY', 'recorded_answer')
+__all__ = ('ANSWERED_BY_METADATA_KEY', 'answer_text', 'recorded_answer', 'run_overflow')
 
 ANSWERED_BY_METADATA_KEY = 'pydantic_ai_harness_answered_by'
 """`metadata` key of the response `Handoffs` appends to a run that handed off: the name of the agent that answered."""
@@ -53,7 +53,7 @@ def _handoff_call(messages: Sequence[ModelMessage], call_id: str | None) -> Tool
     return ToolCallPart('handoff', {}, call_id or 'handoff')
 
 
-def _run_overflow(ctx: RunContext[Any]) -> OverflowingToolOutput[Any] | None:
+def run_overflow(ctx: RunContext[Any]) -> OverflowingToolOutput[Any] | None:
     """The run's `OverflowingToolOutput` (the agent's or the run's own), else the one its delegation inherits."""
     root = ctx.root_capability
     return (find_overflow([root]) if root is not None else None) or inherited_overflow().get()
@@ -101,7 +101,7 @@ async def recorded_answer(
     `tool_def`), when the run has one; else cut to `max_chars` (`None`: whole).
     """
     notes: dict[str, Any] = {}
-    overflow = _run_overflow(ctx)
+    overflow = run_overflow(ctx)
     if overflow is not None:
         text, notes = await _reduced(ctx, overflow, _handoff_call(messages, call_id), tool_def, output)
     else:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 
+from ._chain import ANSWERED_BY_AGENT_METADATA_KEY, agent_key, chain_messages, with_transfer_output
 from ._config import HandoffConfig, SummaryRole, with_overrides
 from ._data import HandoffHistoryMapper, HandoffInputFilter
-from ._delegation import Delegation, RunHandoffs, active_run_handoffs
+from ._delegation import Delegation, RunHandoffs, active_run_handoffs, final_handoff
 from ._recorded_answer import ANSWERED_BY_METADATA_KEY, recorded_answer
+from ._worker import is_large, run_off_loop
 
 __all__ = ('ANSWERED_BY_METADATA_KEY', 'Handoffs', 'answered_by')
 
@@ -33,7 +36,11 @@ class Handoffs(AbstractCapability[AgentDepsT]):
     When the run ends with a handoff made in an output function (the delegate's output is the run's output), the
     run's history gets a final response holding the delegate's answer, marked with the delegate's name (see
     [`answered_by`][pydantic_ai_harness.handoffs.answered_by]), so the conversation passed on to the next turn
-    records who said what. pydantic-ai itself answers that call with `Final result processed.` only. That answer
+    records who said what, as the OpenAI Agents SDK's `to_input_list()`: the handoff's call answered with
+    `{"assistant": "<name>"}`, what each agent of a chain did in its own run (tool returns cut to
+    `config.max_record_chars`), and the last agent's answer, marked with that agent (see
+    [`last_agent`][pydantic_ai_harness.handoffs.last_agent]). pydantic-ai itself answers that call with
+    `Final result processed.` only. That answer
     is held to a tool return's bounds: the run's `OverflowingToolOutput` reduces it as the return of the handoff's
     call (a long one is spilled, and the history names its handle), or, without one, it is cut to
     `config.max_record_chars`. The run's output is the whole answer.
@@ -95,36 +102,41 @@ class Handoffs(AbstractCapability[AgentDepsT]):
             return result
         # `all_messages()` is the result's own history list (not `ctx.messages`, a copy by now): appended to in place.
         messages = result.all_messages()
-        delegation = _final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
+        delegation = final_handoff(messages, [d for run_id, d in state.delegations if run_id == ctx.run_id])
         if delegation is not None:
+            last = delegation.last
+            with_transfer_output(messages, delegation)
+            hops = functools.partial(chain_messages, delegation, self.config.max_record_chars)
+            messages.extend(await run_off_loop(ctx, hops, large=_long_chain(delegation)))
             answer = await recorded_answer(
                 ctx,
                 messages,
                 output=delegation.output,
-                agent_name=delegation.agent_name,
-                call_id=delegation.tool_call_id,
-                tool_def=state.handoff_tools.get(delegation.tool_call_id or ''),
+                agent_name=last.agent_name,
+                call_id=last.tool_call_id,
+                tool_def=state.handoff_tools.get(last.tool_call_id or ''),
                 max_chars=self.config.max_record_chars,
             )
+            key = agent_key(last.agent)
+            if key is not None:
+                answer.metadata = {**(answer.metadata or {}), ANSWERED_BY_AGENT_METADATA_KEY: key}
             messages.append(answer)
         return result
+
+
+def _long_chain(delegation: Delegation[Any]) -> bool:
+    """Whether the runs of the chain `delegation` starts are too long to walk on the event loop."""
+    link: Delegation[Any] | None = delegation
+    runs: list[list[ModelMessage]] = []
+    while link is not None:
+        runs.append(link.result.all_messages()[link.given_messages :])
+        link = link.handed_to
+    return is_large(*runs)
 
 
 def _check_config(config: object) -> None:
     if not isinstance(config, HandoffConfig):
         raise TypeError(f'Handoffs.config must be a HandoffConfig, got {type(config).__name__}')
-
-
-def _final_handoff(messages: Sequence[ModelMessage], delegations: Sequence[Delegation[Any]]) -> Delegation[Any] | None:
-    """The delegation whose call the last request answers, when the run ended on it (an output-function handoff)."""
-    last = messages[-1] if messages else None
-    if not isinstance(last, ModelRequest) or not delegations:
-        return None
-    answered = {part.tool_call_id for part in last.parts if isinstance(part, ToolReturnPart)}
-    for delegation in reversed(delegations):
-        if delegation.tool_call_id in answered:
-            return delegation
-    return None
 
 
 def answered_by(messages: Sequence[ModelMessage]) -> str | None:

@@ -1,8 +1,9 @@
 """The transcript layer: plain-dict records, the summary text, parsing a summary back, and the wrappers.
 
 Everything here works on transcript items (`dict[str, Any]` shaped like OpenAI Responses input items:
-`{'role': 'user', 'content': 'hi'}`, `{'type': 'function_call', ...}`), so the summary format stays
-byte-identical to the OpenAI Agents SDK's and summaries written by either library are recognised by the other.
+`{'role': 'user', 'content': 'hi'}`, `{'arguments': ..., 'type': 'function_call'}`), so the summary format stays the
+OpenAI Agents SDK's (records in its key order; an assistant message as `assistant: <text>` where the SDK writes its JSON
+item) and summaries written by either library are recognised by the other.
 """
 
 from __future__ import annotations
@@ -174,13 +175,11 @@ def build_summary_text(items: Iterable[TranscriptItem], *, wrappers: tuple[str, 
     return build_summary_from_records([render_item(item) for item in items], wrappers=wrappers)
 
 
-def build_summary_from_records(
-    records: Sequence[str], *, wrappers: tuple[str, str] | None = None, first_number: int = 1
-) -> str:
-    """`build_summary_text` from already rendered records, numbered from `first_number`."""
+def build_summary_from_records(records: Sequence[str], *, wrappers: tuple[str, str] | None = None) -> str:
+    """`build_summary_text` from already rendered records, numbered from 1."""
     start, end = wrappers or _wrappers.get()
     lines = [SUMMARY_PREAMBLE, start]
-    lines.extend(f'{number}. {record}' for number, record in enumerate(records, first_number))
+    lines.extend(f'{number}. {record}' for number, record in enumerate(records, 1))
     if not records:
         lines.append(EMPTY_TRANSCRIPT_TEXT)
     lines.append(end)

@@ -57,8 +57,8 @@ async def test_nests_earlier_messages_once_per_run() -> None:
 0 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: I want a refund
-2. {"type": "function_call", "call_id": "call_l", "name": "lookup", "arguments": "{\\"order\\":\\"42\\"}"}
-3. {"type": "function_call_output", "call_id": "call_l", "output": "order 42: paid"}
+2. {"arguments": "{\\"order\\":\\"42\\"}", "call_id": "call_l", "name": "lookup", "type": "function_call"}
+3. {"call_id": "call_l", "output": "order 42: paid", "type": "function_call_output"}
 4. assistant: Order 42 is paid; billing will take over.
 </CONVERSATION HISTORY>\
 """,

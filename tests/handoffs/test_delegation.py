@@ -127,16 +127,16 @@ async def test_tool_delegation_with_nesting() -> None:
 0 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: I want a refund for order 42
-2. {"type": "function_call", "call_id": "call_l", "name": "lookup", "arguments": "{\\"order\\":\\"42\\"}"}
-3. {"type": "function_call_output", "call_id": "call_l", "output": "order 42: paid"}
+2. {"arguments": "{\\"order\\":\\"42\\"}", "call_id": "call_l", "name": "lookup", "type": "function_call"}
+3. {"call_id": "call_l", "output": "order 42: paid", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '1 response: text: Transferring you to billing.',
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-4. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
-5. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
+1. {"arguments": "{\\"reason\\":\\"refund\\"}", "call_id": "call_h", "name": "transfer_to_billing", "type": "function_call"}
+2. {"call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '3 request: user-prompt: Customer needs: refund',
@@ -234,11 +234,11 @@ async def test_three_hops_with_nesting() -> None:
 0 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: I want a refund for order 42
-2. {"type": "function_call", "call_id": "call_l", "name": "lookup", "arguments": "{\\"order\\":\\"42\\"}"}
-3. {"type": "function_call_output", "call_id": "call_l", "output": "order 42: paid"}
+2. {"arguments": "{\\"order\\":\\"42\\"}", "call_id": "call_l", "name": "lookup", "type": "function_call"}
+3. {"call_id": "call_l", "output": "order 42: paid", "type": "function_call_output"}
 4. assistant: Transferring you to billing.
-5. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
-6. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
+5. {"arguments": "{\\"reason\\":\\"refund\\"}", "call_id": "call_h", "name": "transfer_to_billing", "type": "function_call"}
+6. {"call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}", "type": "function_call_output"}
 7. user: Customer needs: refund
 </CONVERSATION HISTORY>\
 """,
@@ -246,8 +246,8 @@ async def test_three_hops_with_nesting() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-8. {"type": "function_call", "call_id": "call_r", "name": "transfer_to_refunds", "arguments": "{}"}
-9. {"type": "function_call_output", "call_id": "call_r", "output": "{\\"assistant\\": \\"refunds\\"}"}
+1. {"arguments": "{}", "call_id": "call_r", "name": "transfer_to_refunds", "type": "function_call"}
+2. {"call_id": "call_r", "output": "{\\"assistant\\": \\"refunds\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '3 request: user-prompt: Process the refund',

@@ -169,7 +169,7 @@ def test_without_a_store_a_cut_says_the_rest_was_not_kept() -> None:
     assert summary_texts([summary_2])[0].splitlines()[2] == first
 
 
-def test_numbering_continues_across_summary_segments() -> None:
+def test_each_summary_segment_numbers_from_one_as_the_sdk() -> None:
     data = HandoffInputData(
         input_history=(user('q1'), assistant('a1')),
         pre_handoff_items=(
@@ -183,7 +183,7 @@ def test_numbering_continues_across_summary_segments() -> None:
     )
     history = nest_handoff_history(data).to_message_history()
     numbers = [int(line.partition('.')[0]) for text in summary_texts(history) for line in text.splitlines()[2:-1]]
-    assert len(summary_texts(history)) == 2 and numbers == [1, 2, 3, 4, 5, 6]
+    assert len(summary_texts(history)) == 2 and numbers == [1, 2, 3, 4, 1, 2]
 
 
 @pytest.mark.parametrize('value', [10, 0, -1, 2.5, True, '20000'])

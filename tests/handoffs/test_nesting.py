@@ -86,8 +86,8 @@ def test_worked_example() -> None:
 0 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: What's the weather?
-2. {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\\"city\\":\\"London\\"}"}
-3. {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
+2. {"arguments": "{\\"city\\":\\"London\\"}", "call_id": "call_1", "name": "get_weather", "type": "function_call"}
+3. {"call_id": "call_1", "output": "Sunny", "type": "function_call_output"}
 4. {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}]}
 </CONVERSATION HISTORY>\
 """,
@@ -95,8 +95,8 @@ def test_worked_example() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-5. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
-6. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
+1. {"arguments": "{}", "call_id": "call_h", "name": "transfer_to_b", "type": "function_call"}
+2. {"call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
         ]
@@ -205,7 +205,7 @@ def test_hosted_and_other_pre_items() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-2. assistant: pre msg
+1. assistant: pre msg
 </CONVERSATION HISTORY>\
 """,
             '3 response: NativeToolCallPart: web_search({"query":"q"}) [ws_new]',
@@ -260,8 +260,8 @@ def test_native_call_is_forwarded_with_its_return_and_files() -> None:
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-2. assistant: Here it is.
-3. {"type": "file", "media_type": "image/png", "id": null}
+1. assistant: Here it is.
+2. {"type": "file", "media_type": "image/png", "id": null}
 </CONVERSATION HISTORY>\
 """,
         ]
@@ -310,7 +310,7 @@ def test_tool_outcomes_are_recorded() -> None:
     )
     [text] = summary_texts(nest_handoff_history(data).to_message_history())
     assert text.splitlines()[3] == snapshot(
-        '2. {"type": "function_call_output", "call_id": "c1", "output": "boom", "outcome": "failed"}'
+        '2. {"call_id": "c1", "output": "boom", "type": "function_call_output", "outcome": "failed"}'
     )
 
 
@@ -340,32 +340,32 @@ def test_three_hops_hold_exactly_one_summary_block_and_every_record_once() -> No
 0 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: What's the weather?
-2. {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\\"city\\":\\"London\\"}"}
-3. {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
+2. {"arguments": "{\\"city\\":\\"London\\"}", "call_id": "call_1", "name": "get_weather", "type": "function_call"}
+3. {"call_id": "call_1", "output": "Sunny", "type": "function_call_output"}
 4. {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}]}
 5. assistant: Let me transfer you.
-6. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
-7. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
+6. {"arguments": "{}", "call_id": "call_h", "name": "transfer_to_b", "type": "function_call"}
+7. {"call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}", "type": "function_call_output"}
 8. user: question 2
 9. assistant: answer 2
 10. assistant: Transferring you to c.
-11. {"type": "function_call", "call_id": "call_2", "name": "transfer_to_c", "arguments": "{}"}
-12. {"type": "function_call_output", "call_id": "call_2", "output": "{\\"assistant\\": \\"c\\"}"}
+11. {"arguments": "{}", "call_id": "call_2", "name": "transfer_to_c", "type": "function_call"}
+12. {"call_id": "call_2", "output": "{\\"assistant\\": \\"c\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '1 request: user-prompt: question 3',
             """\
 2 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-13. assistant: answer 3
+1. assistant: answer 3
 </CONVERSATION HISTORY>\
 """,
             '3 response: text: Transferring you to d.',
             """\
 4 response: text: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-14. {"type": "function_call", "call_id": "call_3", "name": "transfer_to_d", "arguments": "{}"}
-15. {"type": "function_call_output", "call_id": "call_3", "output": "{\\"assistant\\": \\"d\\"}"}
+1. {"arguments": "{}", "call_id": "call_3", "name": "transfer_to_d", "type": "function_call"}
+2. {"call_id": "call_3", "output": "{\\"assistant\\": \\"d\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
         ]
@@ -389,12 +389,12 @@ def test_history_nested_three_times_via_input_history_only() -> None:
 For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: What's the weather?
-2. {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\\"city\\":\\"London\\"}"}
-3. {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
+2. {"arguments": "{\\"city\\":\\"London\\"}", "call_id": "call_1", "name": "get_weather", "type": "function_call"}
+3. {"call_id": "call_1", "output": "Sunny", "type": "function_call_output"}
 4. {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}]}
 5. assistant: Let me transfer you.
-6. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
-7. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
+6. {"arguments": "{}", "call_id": "call_h", "name": "transfer_to_b", "type": "function_call"}
+7. {"call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}", "type": "function_call_output"}
 8. user: question 2
 9. user: question 3
 </CONVERSATION HISTORY>\
@@ -492,12 +492,12 @@ def test_explicit_default_mapper_gives_one_summary_with_everything() -> None:
 For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: What's the weather?
-2. {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\\"city\\":\\"London\\"}"}
-3. {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
+2. {"arguments": "{\\"city\\":\\"London\\"}", "call_id": "call_1", "name": "get_weather", "type": "function_call"}
+3. {"call_id": "call_1", "output": "Sunny", "type": "function_call_output"}
 4. {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}]}
 5. assistant: Let me transfer you.
-6. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_b", "arguments": "{}"}
-7. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}"}
+6. {"arguments": "{}", "call_id": "call_h", "name": "transfer_to_b", "type": "function_call"}
+7. {"call_id": "call_h", "output": "{\\"assistant\\": \\"b\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """)
 

@@ -27,9 +27,11 @@ def test_public_names_are_pinned() -> None:
             'get_conversation_history_wrappers',
             'handoff',
             'handoff_input_from_context',
+            'last_agent',
             'nest_handoff_history',
             'remove_all_tools',
             'reset_conversation_history_wrappers',
+            'result_by_reference',
             'set_conversation_history_wrappers',
         )
     )

@@ -69,13 +69,13 @@ async def test_handoff_is_an_output_tool_named_and_described_as_in_the_sdk() -> 
             'schema': {'additionalProperties': False, 'properties': {}, 'type': 'object'},
         }
     )
-    # The delegate answers the run's own user prompt, on the whole conversation (no filter given).
+    # The delegate answers the conversation as it stands (no filter given): the user's prompt once, no new turn.
     assert describe(billing.last)[-4:] == snapshot(
         [
+            '1 response: ToolCallPart: lookup({}) [c1]',
             '2 request: ToolReturnPart: lookup -> order 42: paid [c1]',
             '3 response: ToolCallPart: transfer_to_billing_team({}) [c2]',
             '4 request: ToolReturnPart: transfer_to_billing_team -> {"assistant": "Billing Team"} [c2]',
-            '4 request: user-prompt: I want a refund',
         ]
     )
 
@@ -151,7 +151,7 @@ async def test_agent_tool_is_the_sdks_as_tool() -> None:
     researcher = Recorder('Order 42 shipped on Monday.')
     target = Agent(researcher.model, name='Researcher', description='Finds facts about orders.')
     caller = Caller('researcher', {'input': 'When did order 42 ship?'})
-    router = Agent(caller.model, tools=[lookup, agent_tool(target, input_filter=remove_all_tools)])
+    router = Agent(caller.model, tools=[lookup, agent_tool(target)])
     result = await router.run('Where is my order?')
     assert result.output == 'done after researcher'
     assert caller.offered_tool('researcher') == snapshot(
@@ -166,9 +166,8 @@ async def test_agent_tool_is_the_sdks_as_tool() -> None:
             },
         }
     )
-    assert describe(researcher.last) == snapshot(
-        ['0 request: user-prompt: Where is my order?', '0 request: user-prompt: When did order 42 ship?']
-    )
+    # Only the generated input, as the SDK's agent tool: not the caller's conversation or its tool outputs.
+    assert describe(researcher.last) == snapshot(['0 request: user-prompt: When did order 42 ship?'])
     [answer] = [
         p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart) and p.tool_call_id == 'c2'
     ]
@@ -188,3 +187,24 @@ async def test_agent_tool_with_a_name_a_description_and_an_output_extractor() ->
         p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart) and p.tool_name == 'ask'
     ]
     assert answer.content == 'researcher said: 42 is paid'
+
+
+async def test_agent_tool_sees_the_conversation_only_when_asked() -> None:
+    researcher = Recorder('Order 42 shipped on Monday.')
+    target = Agent(researcher.model, name='Researcher')
+    caller = Caller('researcher', {'input': 'When did order 42 ship?'})
+    tool = agent_tool(target, conversation=True, input_filter=remove_all_tools)
+    await Agent(caller.model, tools=[lookup, tool]).run('Where is my order?')
+    assert describe(researcher.last) == snapshot(
+        ['0 request: user-prompt: Where is my order?', '0 request: user-prompt: When did order 42 ship?']
+    )
+
+
+def test_agent_tool_refuses_a_filter_without_the_conversation() -> None:
+    target = Agent(Recorder().model, name='researcher')
+    with pytest.raises(UserError, match=r"^agent_tool\('researcher'\): input_filter and nest_handoff_history apply"):
+        agent_tool(target, input_filter=remove_all_tools)
+    with pytest.raises(UserError, match=r'pass conversation=True as well, or drop them\.$'):
+        agent_tool(target, nest_handoff_history=True)
+    with pytest.raises(UserError, match="^conversation must be True or False, got 'yes'$"):
+        agent_tool(target, conversation='yes')  # pyright: ignore[reportArgumentType]

@@ -148,16 +148,16 @@ async def test_delegate_with_a_user_summary_config() -> None:
 0 request: user-prompt: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: I want a refund for order 42
-2. {"type": "function_call", "call_id": "call_l", "name": "lookup", "arguments": "{\\"order\\":\\"42\\"}"}
-3. {"type": "function_call_output", "call_id": "call_l", "output": "order 42: paid"}
+2. {"arguments": "{\\"order\\":\\"42\\"}", "call_id": "call_l", "name": "lookup", "type": "function_call"}
+3. {"call_id": "call_l", "output": "order 42: paid", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '1 response: text: Transferring you to billing.',
             """\
 2 request: user-prompt: For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
-4. {"type": "function_call", "call_id": "call_h", "name": "transfer_to_billing", "arguments": "{\\"reason\\":\\"refund\\"}"}
-5. {"type": "function_call_output", "call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}"}
+1. {"arguments": "{\\"reason\\":\\"refund\\"}", "call_id": "call_h", "name": "transfer_to_billing", "type": "function_call"}
+2. {"call_id": "call_h", "output": "{\\"assistant\\": \\"billing\\"}", "type": "function_call_output"}
 </CONVERSATION HISTORY>\
 """,
             '2 request: user-prompt: Customer needs: refund',

@@ -52,7 +52,7 @@ def _router(instrumentation: Instrumentation | None, **handoff_kwargs: Any) -> A
     return Agent(
         FunctionModel(_router_model),
         name='router',
-        tools=[agent_tool(researcher, input_filter=remove_all_tools)],
+        tools=[agent_tool(researcher, conversation=True, input_filter=remove_all_tools)],
         output_type=[handoff(billing, **handoff_kwargs)],
         capabilities=[Handoffs(), *extra],
     )

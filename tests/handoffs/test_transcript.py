@@ -103,7 +103,7 @@ def test_summary_numbers_records() -> None:
 For context, here is the conversation so far between the user and the previous agent:
 <CONVERSATION HISTORY>
 1. user: What's the weather?
-2. {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\\"city\\":\\"London\\"}"}
+2. {"arguments": "{\\"city\\":\\"London\\"}", "call_id": "call_1", "name": "get_weather", "type": "function_call"}
 </CONVERSATION HISTORY>\
 """)
 
