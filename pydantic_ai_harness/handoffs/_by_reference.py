@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 )
 
 from ..overflowing_tool_output import OverflowingToolOutput
-from ..overflowing_tool_output._names import QueryToolNames, run_names
+from ..overflowing_tool_output._query_tools._names import QueryToolNames, run_names
 from ._cut import cut_text
 from ._delegation import Delegation
 from ._long_records import store_timeout

@@ -11,7 +11,7 @@ from pydantic_ai import ModelRetry, RunContext, Tool, ToolOutput
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 
-from ..overflowing_tool_output._names import run_names
+from ..overflowing_tool_output._query_tools._names import run_names
 from ._by_reference import (
     DEFAULT_ANSWER_CHARS,
     MAX_HANDLE_CHARS,
