@@ -423,7 +423,7 @@ def test_backward_scans_find_exactly_the_last_matches(
     """The backward scan (every block size, literal and regex) returns the same hits as a forward keep-last scan."""
     import anyio
 
-    from pydantic_ai_harness.overflowing_tool_output import _grep, _matcher, _query
+    from pydantic_ai_harness.overflowing_tool_output._search import _grep, _matcher, _query
 
     monkeypatch.setattr(_grep, 'BACKWARD_BLOCK', block)
     data = '\n'.join(lines).encode()
