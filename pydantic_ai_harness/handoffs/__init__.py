@@ -14,7 +14,14 @@
 
 from __future__ import annotations
 
-from .._clash import warn_on_clash
+from .._clash import require_pydantic_ai, warn_on_clash
+
+# Upstream `pydantic-ai-harness` ships no `handoffs`: this subpackage is ours whichever was installed last, so it
+# says so when upstream is installed too; and names the cause when upstream's pin downgraded pydantic-ai, before
+# an import below fails on a name the old pydantic-ai lacks (`CapabilityLoadDeltaPart`).
+warn_on_clash()
+require_pydantic_ai()
+
 from ._capability import HandoffHistory
 from ._config import HandoffConfig, SummaryRole
 from ._data import HandoffHistoryMapper, HandoffInputData, HandoffInputFilter
@@ -51,7 +58,3 @@ __all__ = (
     'reset_conversation_history_wrappers',
     'set_conversation_history_wrappers',
 )
-
-# Upstream `pydantic-ai-harness` installed over this package replaces the top-level `__init__` (and its check);
-# this subpackage is ours alone, so it says so here too.
-warn_on_clash()

@@ -17,7 +17,7 @@ from typing import TypeVar
 import anyio.to_thread
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
-from ._local_aliases import alias_of, drop_alias, link_alias, resolved
+from ._local_aliases import alias_of, all_aliases, drop_alias, link_alias, resolved
 from ._local_fs import (
     INDEX_SUFFIX,
     NOT_FOUND,
@@ -202,6 +202,10 @@ class LocalFileStore:
     async def alias(self, handle: str) -> str | None:
         """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
         return await _in_thread(lambda: self._in_root(lambda root: alias_of(root, handle), None))
+
+    async def aliases(self) -> dict[str, str]:
+        """Every full handle that has a short handle, mapped to it (what `alias` gives each), read in one pass."""
+        return await _in_thread(lambda: self._in_root(all_aliases, {}))
 
     async def prune(self, older_than: timedelta | None = None) -> int:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
