@@ -73,5 +73,4 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
         frame.f_lineno,
         module=module_globals.get('__name__'),
         registry=registry,
-        module_globals=module_globals,
-    )
+    )  # no `module_globals`: for `python -c` its loader raises on `get_source`; linecache reads real files anyway

@@ -43,6 +43,7 @@ __all__ = (
     'installed_version',
     'pydantic_ai_problem',
     'require_pydantic_ai',
+    'require_shared_files',
     'upstream_name_error',
     'warn_on_clash',
 )
@@ -169,7 +170,7 @@ def _upstream_is_live() -> bool:
     """Whether `pydantic_ai_harness.overflowing_tool_output/__init__.py` on disk is upstream's alias module."""
     try:
         with open(os.path.join(_PACKAGE, SHARED_FILES[1]), encoding='utf-8') as file:
-            return 'ToolOutputLimits' in file.read(4096)
+            return 'OverflowingToolOutput = ToolOutputLimits' in file.read(8192)
     except OSError:
         return False
 
@@ -215,13 +216,24 @@ def _missing_shared_files(ours: Distribution | None) -> str | None:
     missing = [name for name in SHARED_FILES if not os.path.exists(os.path.join(_PACKAGE, name))]
     if not missing:
         return None
-    shown = ', '.join(f'`pydantic_ai_harness/{name}`' for name in missing)
+    shown = ' and '.join(f'`pydantic_ai_harness/{name}`' for name in missing)
+    verb = 'are' if len(missing) > 1 else 'is'
     return (
-        f'{DISTRIBUTION} {ours.version} is installed, but {shown} is missing: uninstalling {UPSTREAM_DISTRIBUTION}, '
+        f'{DISTRIBUTION} {ours.version} is installed, but {shown} {verb} missing: uninstalling {UPSTREAM_DISTRIBUTION}, '
         'which installs the same files, deleted them, so `from pydantic_ai_harness.overflowing_tool_output import '
-        '...` fails with "cannot import name ... (unknown location)". Fix it with one command: `{_python()} -m pip '
-        f'install --force-reinstall --no-deps {_install_argument(ours)}`'
+        '...` fails with "cannot import name ... (unknown location)". Fix it with one command: '
+        f'`{_python()} -m pip install --force-reinstall --no-deps {_install_argument(ours)}`'
     )
+
+
+def require_shared_files() -> None:
+    """Raise `ImportError` naming the cause and the fix when the files this distribution shares with upstream are
+    gone (for a module that needs them: Python's own error would say "(unknown location)" and nothing more).
+    """
+    problem = _missing_shared_files(find_distribution(DISTRIBUTION))
+    if problem is not None:
+        _reported.append(True)  # said here: no warning repeats it
+        raise ImportError(problem, name='pydantic_ai_harness')
 
 
 _reported: list[bool] = []

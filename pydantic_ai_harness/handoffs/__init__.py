@@ -14,13 +14,15 @@
 
 from __future__ import annotations
 
-from .._clash import require_pydantic_ai, warn_on_clash
+from .._clash import require_pydantic_ai, require_shared_files, warn_on_clash
 
 # Upstream `pydantic-ai-harness` ships no `handoffs`: this subpackage is ours whichever was installed last, so it
-# says so when upstream is installed too; and names the cause when upstream's pin downgraded pydantic-ai, before
-# an import below fails on a name the old pydantic-ai lacks (`CapabilityLoadDeltaPart`).
-warn_on_clash()
+# names the cause and the fix before an import below fails without them: on a name the pydantic-ai that upstream's
+# pin installs lacks (`CapabilityLoadDeltaPart`), or on the `__init__.py` files uninstalling upstream deleted; and
+# it warns when upstream is installed too.
 require_pydantic_ai()
+require_shared_files()
+warn_on_clash()
 
 from ._capability import HandoffHistory
 from ._config import HandoffConfig, SummaryRole
