@@ -247,12 +247,11 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_refused_root_is_a_clear_error(tmp_path: Path) -> None:
-    loose = tmp_path / 'loose'
-    loose.mkdir(mode=0o755)
-    loose.chmod(0o755)
-    code, _, err = cli(loose, 'ls')
+    (tmp_path / 'real').mkdir(mode=0o700)
+    (tmp_path / 'link').symlink_to(tmp_path / 'real')
+    code, _, err = cli(tmp_path / 'link', 'ls')
     assert code == 2
-    assert 'refusing to use it' in err
+    assert err.startswith(f'pyai-overflow: LocalFileStore.base_dir: {tmp_path / "link"} (mode 0777) is a symlink')
 
 
 def test_module_entry_point(root: Path) -> None:

@@ -32,6 +32,7 @@ from ._local_fs import (
     holds_data,
     holds_file,
     link_exclusive,
+    make_root_private,
     open_root,
     read_exact,
     read_whole,
@@ -75,9 +76,10 @@ class LocalFileStore:
     (long segments keep a readable prefix and a hash); `write` returns a short alias of it (`p7jrrmpjr4`,
     recorded in `.aliases/`), and reads accept either. No handle contains a filesystem path.
 
-    The root is created with mode 0700 and refused (with
-    [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
-    owned by another user, or accessible to group/other. Reads open every path component relative to the
+    The root is created with mode 0700. A `base_dir` that exists is made private (0700, logged once) at
+    construction, or refused there with
+    [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError] naming the path and its mode
+    when it is a symlink, not a directory or another user's; a root that goes bad later is refused on use. Reads open every path component relative to the
     root without following symlinks, so a handle can never reach a file outside it.
     """
 
@@ -109,6 +111,11 @@ class LocalFileStore:
                 f'LocalFileStore.base_dir must be a path (str or os.PathLike) or None, got {self.base_dir!r}'
             )
         self.root_path = os.path.abspath(os.fspath(self.base_dir)) if self.base_dir is not None else default_root()
+        if self.base_dir is not None:
+            # A root configured by hand (often made with `mkdir`, mode 0755) is made private now, or refused now:
+            # never a surprise at the first spill. The default root is created private; if another user got there
+            # first, the run start names it and spills fall back, as a root that goes bad later does.
+            make_root_private(self.root_path, 'LocalFileStore.base_dir')
 
     @property
     def root(self) -> Path:
