@@ -242,7 +242,8 @@ def _note_upstream_spills(store: LocalFileStore, err: TextIO) -> None:
     if foreign:
         err.write(
             f'pyai-overflow: note: {visible(store.root_path)} also holds {_plural(foreign, "file")} in the layout of '
-            f'{_UPSTREAM} (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them\n'
+            f'{_UPSTREAM} (`<run id>/<tool call id>.<retry>`), not listed here; `show` and `grep` read one by that '
+            'handle, as the query tools do, and this tool never deletes them\n'
         )
 
 

@@ -304,9 +304,11 @@ def test_ls_says_where_upstream_spills_are(root: Path, tmp_path: Path, monkeypat
         ),
         (
             f'pyai-overflow: note: {root} also holds 1 file in the layout of upstream pydantic-ai-harness '
-            '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them'
+            '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; `show` and `grep` read one by '
+            'that handle, as the query tools do, and this tool never deletes them'
         ),
     ]
+    assert cli(root, 'show', 'run-2/call_7.0') == (0, 'upstream spill in the per-user root, which both share\n', '')
     age_everything(root, 7_200)
     assert cli(root, 'prune', '--older-than', '1h', '--yes')[1].splitlines()[-1] == 'deleted 3 payloads (8,929 bytes)'
     assert (root / 'run-2' / 'call_7.0').exists()  # Upstream's file is not this store's to delete.

@@ -57,6 +57,7 @@ from ._paths import (
 )
 from ._protocol import HandleNotFoundError, StoredPayload, StreamedPayload
 from ._ttl import normalize_ttl
+from ._upstream_local import index_of_open_file, upstream_names, with_upstream_file
 
 __all__ = ('LocalFileStore', 'StoreRootError')
 
@@ -187,7 +188,11 @@ class LocalFileStore:
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index: from its sidecar, or rebuilt (and re-saved) when that is missing or stale."""
         return await _in_thread(
-            lambda: self._with_payload(handle, lambda fd, d, names: line_index_of(self.root_path, fd, d, names))
+            lambda: self._with_payload(
+                handle,
+                lambda fd, d, names: line_index_of(self.root_path, fd, d, names),
+                lambda fd, _d, _n: index_of_open_file(fd),  # upstream's files get no sidecar
+            )
         )
 
     async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
@@ -370,8 +375,26 @@ class LocalFileStore:
             remove_quietly(directory, temp)
         raise _full()
 
-    def _with_payload(self, handle: str, use: Callable[[int, Dir, list[str]], _T]) -> _T:
-        """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`."""
+    def _with_payload(
+        self,
+        handle: str,
+        use: Callable[[int, Dir, list[str]], _T],
+        upstream_use: Callable[[int, Dir, list[str]], _T] | None = None,
+    ) -> _T:
+        """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`.
+
+        A handle this store does not hold, in the layout of upstream pydantic-ai-harness's `LocalFileStore`
+        (`<run id>/<tool call id>.<retry>`), opens that file instead, with `upstream_use` when given.
+        """
+        try:
+            return self._with_own_payload(handle, use)
+        except HandleNotFoundError:
+            names = upstream_names(handle)
+            if names is None:
+                raise
+            return with_upstream_file(self.root_path, names, upstream_use or use)
+
+    def _with_own_payload(self, handle: str, use: Callable[[int, Dir, list[str]], _T]) -> _T:
         handle = as_handle(handle)
         if names_for_handle(handle) is None:
             raise HandleNotFoundError(NOT_FOUND)
