@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from pydantic_ai_harness._clash import MIGRATION_GUIDE
 
+from ._dist import link_dependencies
 from .test_packaging import build_wheel
 
 UPSTREAM = 'pydantic-ai-harness==0.62.0'
@@ -53,19 +53,6 @@ def download(requirement: str, into: Path) -> Path:
     assert fetched.returncode == 0, f'downloading {requirement} needs the package registry:\n{fetched.stderr}'
     [wheel] = into.glob('*.whl')
     return wheel
-
-
-def link_dependencies(into: Path, *, leave_out: tuple[str, ...] = ()) -> Path:
-    """`into`, filled with links to this environment's site-packages, minus every `pydantic_ai_harness` copy and the
-    entries whose lower-cased names start with one of `leave_out`."""
-    site = Path(sysconfig.get_paths()['purelib'])
-    for entry in site.iterdir():
-        name = entry.name.lower()
-        if name.startswith(('pydantic_ai_harness', '_editable_impl_pydantic_ai_harness', *leave_out)):
-            continue
-        if not name.endswith('.pth'):
-            (into / entry.name).symlink_to(entry)
-    return into
 
 
 def fetch_wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
@@ -270,7 +257,6 @@ def test_upstream_s_pydantic_ai_downgrade_is_named_by_handoffs(tmp_path: Path, w
     for name in ('pydantic-ai-slim', 'pydantic-graph'):
         (downloads / name).mkdir()
         old.append(download(f'{name}==2.62.0', downloads / name))
-    (tmp_path / 'dependencies').mkdir()
     dependencies = link_dependencies(tmp_path / 'dependencies', leave_out=('pydantic_ai', 'pydantic_graph'))
     venv = make_venv(tmp_path / 'venv', Wheels(wheels.ours, wheels.upstream, dependencies))
     venv.install(wheels.ours)
