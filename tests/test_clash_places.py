@@ -21,6 +21,8 @@ from pydantic_ai_harness import _clash
 from pydantic_ai_harness._clash import PackageClashWarning
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
+from ._sync_runs import in_thread
+
 
 @pytest.fixture
 def upstream_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -69,8 +71,11 @@ def test_the_query_tools_warn_at_the_line_that_runs_the_agent(upstream_installed
     def read_log() -> str:
         return 'ok\n' * 10_000
 
-    line = sys._getframe().f_lineno + 2
-    with pytest.warns(PackageClashWarning) as caught:
+    def run() -> None:
         agent.run_sync('Read the log.')
+
+    line = run.__code__.co_firstlineno + 1
+    with pytest.warns(PackageClashWarning) as caught:
+        in_thread(run)
     [warning] = caught.list
     assert (warning.filename, warning.lineno) == (__file__, line)

@@ -27,6 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
+from ._sync_runs import in_thread
 from .test_upstream_clash import Venv, fetch_wheels, make_venv
 
 UPSTREAM_FACTS = """
@@ -193,7 +194,8 @@ def _continue(history: list[ModelMessage], *capabilities: Any) -> list[str]:
             )
         return ModelResponse(parts=[TextPart('done')])
 
-    Agent(FunctionModel(model), capabilities=list(capabilities)).run_sync('Go on.', message_history=history)
+    agent = Agent(FunctionModel(model), capabilities=list(capabilities))
+    in_thread(lambda: agent.run_sync('Go on.', message_history=history))
     return answers
 
 

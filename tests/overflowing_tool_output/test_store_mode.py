@@ -19,6 +19,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, StoreRootError
 
+from .._sync_runs import in_thread
+
 LOGGER = 'pydantic_ai_harness.overflowing_tool_output'
 LOG = ''.join(f'2026-12-06 12:00:{n % 60:02d} INFO step {n} ok\n' for n in range(4_000)).replace(
     'INFO step 2718 ok', 'ERROR step 2718 FAILED: disk full'
@@ -43,7 +45,7 @@ def _run(capability: OverflowingToolOutput) -> str:
     def read_log() -> str:
         return LOG
 
-    return agent.run_sync('What failed?').output
+    return in_thread(lambda: agent.run_sync('What failed?').output)
 
 
 def test_a_base_dir_made_with_mkdir_is_made_private_once_and_spills_losslessly(
