@@ -160,6 +160,8 @@ def fix_command(ours: Distribution | None = None) -> str:
     """
     ours = ours if ours is not None else find_distribution(DISTRIBUTION)
     python = _python()
+    if ours is None:  # this project runs from a checkout on the path: only upstream's files are installed
+        return f'{python} -m pip uninstall -y {UPSTREAM_DISTRIBUTION}'
     return (
         f'{python} -m pip uninstall -y {UPSTREAM_DISTRIBUTION} {DISTRIBUTION} && '
         f'{python} -m pip install {_install_argument(ours)}'
@@ -289,9 +291,16 @@ def pydantic_ai_problem() -> str | None:
         return (
             f'{problem}: {UPSTREAM_DISTRIBUTION} {upstream.version}, installed in this environment too, pins '
             f'pydantic-ai-slim=={_UPSTREAM_PYDANTIC_AI}, so installing it downgraded pydantic-ai (and it shares '
-            f'files with {DISTRIBUTION}). Fix both with one command: `{fix_command()}`'
+            f'files with {DISTRIBUTION}). Fix both with one command: `{_fix_downgrade()}`'
         )
     return f'{problem}. Fix it with one command: `{_python()} -m pip install "pydantic-ai-slim>={floor},<3"`'
+
+
+def _fix_downgrade() -> str:
+    if find_distribution(DISTRIBUTION) is not None:
+        return fix_command()  # reinstalling this project brings pydantic-ai-slim back up too
+    floor = '.'.join(map(str, MIN_PYDANTIC_AI))
+    return f'{fix_command()} && {_python()} -m pip install "pydantic-ai-slim>={floor},<3"'
 
 
 def require_pydantic_ai() -> None:

@@ -79,3 +79,43 @@ def test_the_query_tools_warn_at_the_line_that_runs_the_agent(upstream_installed
         in_thread(run)
     [warning] = caught.list
     assert (warning.filename, warning.lineno) == (__file__, line)
+
+
+def _installed(site: Path, direct_url: str | None) -> _clash.Distribution:
+    dist_info = site / 'pydantic_ai_harness_context-0.1.0.dist-info'
+    dist_info.mkdir(parents=True)
+    if direct_url is not None:
+        (dist_info / 'direct_url.json').write_text(direct_url)
+    return _clash.Distribution('pydantic-ai-harness-context', '0.1.0', str(dist_info))
+
+
+def test_the_fix_installs_this_project_again_the_way_pip_recorded_it(tmp_path: Path) -> None:
+    """PEP 610's direct_url.json: a wheel, a checkout (editable or not), a VCS URL; none: a package index."""
+    wheel = tmp_path / 'pydantic_ai_harness_context-0.1.0-py3-none-any.whl'
+    wheel.write_bytes(b'')
+    python = sys.executable
+    cases = {
+        f'{{"url": "file://{wheel}", "archive_info": {{}}}}': str(wheel),
+        f'{{"url": "file://{tmp_path}", "dir_info": {{"editable": true}}}}': f'-e {tmp_path}',
+        f'{{"url": "file://{tmp_path}", "dir_info": {{}}}}': str(tmp_path),
+        '{"url": "https://example.org/x.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}}': (
+            "'pydantic-ai-harness-context @ git+https://example.org/x.git@abc'"
+        ),
+        '{"url": "file:///gone/x.whl", "archive_info": {}}': (
+            "'<the wheel or checkout pydantic-ai-harness-context was installed from; /gone/x.whl is gone>'"
+        ),
+        None: 'pydantic-ai-harness-context==0.1.0',
+    }
+    for n, (direct_url, argument) in enumerate(cases.items()):
+        ours = _installed(tmp_path / f'site-{n}', direct_url)
+        assert _clash.fix_command(ours) == (
+            f'{python} -m pip uninstall -y pydantic-ai-harness pydantic-ai-harness-context && '
+            f'{python} -m pip install {argument}'
+        )
+
+
+def test_from_a_checkout_on_the_path_the_fix_uninstalls_upstream_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, 'path', [str(tmp_path)])  # no dist-info of this project anywhere on the path
+    assert _clash.fix_command() == f'{sys.executable} -m pip uninstall -y pydantic-ai-harness'
