@@ -17,6 +17,7 @@ def test_stores_all_is_pinned() -> None:
             'LineIndexedStore',
             'ListableStore',
             'LocalFileStore',
+            'MemoryStore',
             'OverflowStore',
             'PayloadTooLargeError',
             'RangeReadableStore',
