@@ -119,6 +119,14 @@ BENCH_SECTIONS ?=
 bench: $(STAMP) ## Run the benchmark suite (hot path on a plain `pip install .`) and write docs/benchmarks.md
 	$(BIN)/python -m bench $(BENCH_SECTIONS)
 
+# The sdist and the wheel, as a release would upload them, checked: the wheel's metadata and files, the sdist's
+# sources, and the wheel installed into a fresh venv (its dependencies from PyPI, through the lock) and imported.
+.PHONY: dist
+dist: $(STAMP) ## Build the sdist and wheel into dist/ and check them (metadata, files, a fresh-venv install and import)
+	rm -rf dist
+	$(BIN)/hatchling build -d dist
+	$(BIN)/python -m tests._dist dist
+
 .PHONY: clean
 clean: ## Remove build artefacts (keeps .venv)
 	rm -rf site .pytest_cache .ruff_cache dist build

@@ -24,6 +24,7 @@ SECTIONS: dict[str, str] = {
     'json_query': 'bench.bench_json_query',
     'secrets': 'bench.bench_secrets',
     'handles': 'bench.bench_handles',
+    'cli': 'bench.bench_cli',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""

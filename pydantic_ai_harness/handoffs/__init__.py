@@ -14,7 +14,16 @@
 
 from __future__ import annotations
 
-from .._clash import warn_on_clash
+from .._clash import require_pydantic_ai, require_shared_files, warn_on_clash
+
+# Upstream `pydantic-ai-harness` ships no `handoffs`: this subpackage is ours whichever was installed last, so it
+# names the cause and the fix before an import below fails without them: on a name the pydantic-ai that upstream's
+# pin installs lacks (`CapabilityLoadDeltaPart`), or on the `__init__.py` files uninstalling upstream deleted; and
+# it warns when upstream is installed too.
+require_pydantic_ai()
+require_shared_files()
+warn_on_clash()
+
 from ._by_reference import result_by_reference
 from ._capability import HandoffHistory
 from ._chain import last_agent
@@ -55,7 +64,3 @@ __all__ = (
     'result_by_reference',
     'set_conversation_history_wrappers',
 )
-
-# Upstream `pydantic-ai-harness` installed over this package replaces the top-level `__init__` (and its check);
-# this subpackage is ours alone, so it says so here too.
-warn_on_clash()

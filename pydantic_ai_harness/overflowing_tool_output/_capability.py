@@ -21,6 +21,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelect
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
+from .._clash import warn_on_clash
 from .._typing import is_instance
 from ._actions._band_loop import BandLoop
 from ._actions._bands import (
@@ -173,6 +174,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _requests: RequestSide = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        warn_on_clash()  # once per process; this class is upstream's `ToolOutputLimits` when upstream won the files
         self._bands_desc = sorted_bands(self.bands, 'bands')
         if not is_instance(self.per_tool, Mapping):
             raise TypeError(f'per_tool must be a mapping of tool name to bands, got {type(self.per_tool).__name__}')

@@ -13,7 +13,6 @@ as they are, on purpose.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -24,16 +23,21 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .._clash import check_clash, installed_version
+from .._clash import claim_clash_report, installed_version
 from ._rendering._visible import visible as escaped
-from ._search._grep import grep_lines as scan_lines
-from ._search._matcher import Matcher, PatternError
-from ._search._query import open_payload, read_byte_window, read_lines, read_lines_at
-from ._spec import SpecError, parse_duration
-from .stores import HandleNotFoundError, LocalFileStore, StoredPayload, StoreRootError
+from .stores._local_fs import StoreRootError, default_root
 from .stores._paths import is_short_handle, names_for_handle
+from .stores._protocol import HandleNotFoundError
+
+if TYPE_CHECKING:
+    from .stores._local import LocalFileStore
+    from .stores._protocol import StoredPayload
+
+# Only the standard library and the light modules above load at start-up: `--version` and `--help` answer in well
+# under 150 ms. The store, the query and grep code (and asyncio) are imported by the commands that use them; no
+# command imports pydantic-ai (bench/bench_cli.py measures it).
 
 __all__ = ('main',)
 
@@ -58,6 +62,8 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _duration(text: str) -> timedelta:
+    from ._spec import SpecError, parse_duration
+
     try:
         return parse_duration(text, 'duration')
     except SpecError as exc:
@@ -66,7 +72,7 @@ def _duration(text: str) -> timedelta:
 
 def _default_root_text() -> str:
     try:
-        return str(LocalFileStore().root)
+        return default_root()
     except Exception as exc:  # noqa: BLE001 - help must print whatever the environment is
         return f'(cannot be resolved here: {exc})'
 
@@ -194,7 +200,8 @@ async def _ls(store: LocalFileStore, options: argparse.Namespace, out: TextIO, e
         and (options.older_than is None or _age(p, now) > options.older_than.total_seconds())
         and (options.newer_than is None or _age(p, now) < options.newer_than.total_seconds())
     ]
-    shorts = [await store.alias(p.handle) for p in rows]  # What the model was shown for each.
+    known = await store.aliases() if rows else {}
+    shorts = [known.get(p.handle) for p in rows]  # What the model was shown for each.
     if options.json:
         _json(
             [
@@ -235,7 +242,8 @@ def _note_upstream_spills(store: LocalFileStore, err: TextIO) -> None:
     if foreign:
         err.write(
             f'pyai-overflow: note: {visible(store.root_path)} also holds {_plural(foreign, "file")} in the layout of '
-            f'{_UPSTREAM} (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them\n'
+            f'{_UPSTREAM} (`<run id>/<tool call id>.<retry>`), not listed here; `show` and `grep` read one by that '
+            'handle, as the query tools do, and this tool never deletes them\n'
         )
 
 
@@ -253,6 +261,8 @@ def _foreign_files(root: str, limit: int = 100_000) -> int:
 
 
 async def _show(store: LocalFileStore, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._search._query import open_payload, read_byte_window, read_lines
+
     if options.lines and options.bytes:
         raise CliError('give --lines or --bytes, not both')
     payload = await open_payload(store, await _stored_handle(store, options.handle))
@@ -311,6 +321,10 @@ async def _stored_handle(store: LocalFileStore, given: str) -> str:
 
 
 async def _grep(store: LocalFileStore, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._search._grep import grep_lines as scan_lines
+    from ._search._matcher import Matcher, PatternError
+    from ._search._query import open_payload, read_lines_at
+
     try:
         matcher = Matcher.compile(options.pattern, is_regex=options.regex)
     except PatternError as exc:
@@ -356,6 +370,8 @@ def _remove_emptied_directories(root: str, handle: str) -> None:
 
 
 async def _rm(store: LocalFileStore, options: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import asyncio
+
     deleted: list[str] = []
     missing: list[str] = []
     for handle in options.handles:
@@ -424,6 +440,8 @@ _COMMANDS = {'ls': _ls, 'show': _show, 'grep': _grep, 'rm': _rm, 'stats': _stats
 
 
 def _open_store(options: argparse.Namespace) -> LocalFileStore:
+    from .stores._local import LocalFileStore
+
     store = LocalFileStore(base_dir=options.root)
     if not os.path.lexists(store.root_path):
         if not options.create:
@@ -442,7 +460,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     """Run the CLI; returns the exit code."""
     stdout: TextIO = out or sys.stdout
     stderr: TextIO = err or sys.stderr
-    clash = check_clash()
+    clash = claim_clash_report()  # `None` when an import warned already: one report per process
     if clash is not None:
         stderr.write(f'pyai-overflow: warning: {clash}\n')
     parser = _parser()
@@ -451,6 +469,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except SystemExit as exit_:
         return EXIT_ERROR if exit_.code else EXIT_OK
     try:
+        import asyncio
+
         store = _open_store(options)
         return asyncio.run(_COMMANDS[options.command](store, options, stdout, stderr))
     except HandleNotFoundError as exc:

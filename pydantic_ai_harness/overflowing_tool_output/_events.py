@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,6 +12,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import CapabilityEvent, ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.tools import RunContext
 
+from .._caller import warn_at_caller
 from .._typing import is_mapping
 
 __all__ = (
@@ -280,10 +280,15 @@ def log_reduction(tool_name: str, event: OverflowReduced) -> None:
 
 
 def warn(message: str) -> None:
-    """Log a fallback for operators and warn developers (once per message under Python's default filter)."""
-    # Logged every time, for operators; the warning is for developers and test suites that turn warnings into errors.
-    logger.warning(message)
-    warnings.warn(message, OverflowingToolOutputWarning, stacklevel=3)
+    """Warn developers, filed under the code that ran the agent, and log for operators where logging is configured.
+
+    One report on a console: with no logging configured, Python's last-resort handler would print the log record
+    beside the warning. With handlers configured, every fallback is logged (the warning shows once per place under
+    Python's default filter); test suites that turn warnings into errors see each one.
+    """
+    if logger.hasHandlers():
+        logger.warning(message)
+    warn_at_caller(message, OverflowingToolOutputWarning)
 
 
 async def report(ctx: RunContext[Any], tool_name: str, event: OverflowReduced) -> None:

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._clash import require_pydantic_ai, warn_on_clash
+
+# Upstream `pydantic-ai-harness` ships no `temporal` module: ours whichever was installed last.
+warn_on_clash()
+require_pydantic_ai()
+
 from pydantic_ai.durable_exec.temporal import TemporalRunContext
 from pydantic_ai.tools import RunContext
 

@@ -247,12 +247,11 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_refused_root_is_a_clear_error(tmp_path: Path) -> None:
-    loose = tmp_path / 'loose'
-    loose.mkdir(mode=0o755)
-    loose.chmod(0o755)
-    code, _, err = cli(loose, 'ls')
+    (tmp_path / 'real').mkdir(mode=0o700)
+    (tmp_path / 'link').symlink_to(tmp_path / 'real')
+    code, _, err = cli(tmp_path / 'link', 'ls')
     assert code == 2
-    assert 'refusing to use it' in err
+    assert err.startswith(f'pyai-overflow: LocalFileStore.base_dir: {tmp_path / "link"} (mode 0777) is a symlink')
 
 
 def test_module_entry_point(root: Path) -> None:
@@ -305,9 +304,36 @@ def test_ls_says_where_upstream_spills_are(root: Path, tmp_path: Path, monkeypat
         ),
         (
             f'pyai-overflow: note: {root} also holds 1 file in the layout of upstream pydantic-ai-harness '
-            '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; this tool never deletes them'
+            '(ToolOutputLimits) (`<run id>/<tool call id>.<retry>`), not listed here; `show` and `grep` read one by '
+            'that handle, as the query tools do, and this tool never deletes them'
         ),
     ]
+    assert cli(root, 'show', 'run-2/call_7.0') == (0, 'upstream spill in the per-user root, which both share\n', '')
     age_everything(root, 7_200)
     assert cli(root, 'prune', '--older-than', '1h', '--yes')[1].splitlines()[-1] == 'deleted 3 payloads (8,929 bytes)'
     assert (root / 'run-2' / 'call_7.0').exists()  # Upstream's file is not this store's to delete.
+
+
+STARTUP_IMPORTS = """
+import contextlib, io, sys
+from pydantic_ai_harness.overflowing_tool_output._cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    for argv in sys.argv[1:]:
+        main(argv.split())
+heavy = sorted(name for name in ('pydantic_ai', 'pydantic', 'asyncio', 'anyio', 'importlib.metadata') if name in sys.modules)
+print(heavy)
+"""
+
+
+def test_version_and_help_import_neither_pydantic_ai_nor_asyncio(root: Path) -> None:
+    """What keeps `pyai-overflow --version` and `--help` fast (bench/bench_cli.py times them): they load the standard
+    library and a few light modules of the package; `ls` and `stats` add asyncio and anyio, never pydantic-ai."""
+
+    def imported(*argvs: str) -> str:
+        done = subprocess.run(
+            [sys.executable, '-c', STARTUP_IMPORTS, *argvs], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    assert imported('--version', '--help') == '[]'
+    assert imported(f'--root {root} ls', f'--root {root} stats') == "['anyio', 'asyncio']"

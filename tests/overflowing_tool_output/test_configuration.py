@@ -130,25 +130,29 @@ def test_spec_base_dir_must_be_a_path() -> None:
 
 
 def _loose_root(tmp_path: Path) -> Path:
-    root = tmp_path / 'made-with-mkdir'
-    root.mkdir()
-    root.chmod(0o755)
-    return root
+    """A root the store cannot create: a file is in the way of its parent."""
+    (tmp_path / 'a-file').write_text('x')
+    return tmp_path / 'a-file' / 'spill'
 
 
 def test_root_problem_names_the_directory_and_the_fix(tmp_path: Path) -> None:
     loose = _loose_root(tmp_path)
     problem = LocalFileStore(base_dir=loose).root_problem()
     assert problem is not None
-    assert f'{loose} has mode 0755 but must be 0700' in problem and f'chmod 700 {loose}' in problem
+    assert f'{loose} cannot be created: {tmp_path / "a-file"} is not a directory' in problem
 
-    (tmp_path / 'file').write_text('x')
-    assert 'is not a directory' in (LocalFileStore(base_dir=tmp_path / 'file').root_problem() or '')
-    assert 'cannot be created' in (LocalFileStore(base_dir=tmp_path / 'file' / 'below').root_problem() or '')
+    made_with_mkdir = tmp_path / 'made-with-mkdir'
+    made_with_mkdir.mkdir(mode=0o755)
+    made_with_mkdir.chmod(0o755)
+    assert LocalFileStore(base_dir=made_with_mkdir).root_problem() is None  # made private at construction
 
+    # A file or a link where the root was, after construction (which refuses either: test_store_mode.py).
     (tmp_path / 'real').mkdir(mode=0o700)
+    in_the_way, linked = LocalFileStore(base_dir=tmp_path / 'file'), LocalFileStore(base_dir=tmp_path / 'link')
+    (tmp_path / 'file').write_text('x')
     (tmp_path / 'link').symlink_to(tmp_path / 'real')
-    assert 'is a symlink' in (LocalFileStore(base_dir=tmp_path / 'link').root_problem() or '')
+    assert 'is not a directory' in (in_the_way.root_problem() or '')
+    assert 'is a symlink' in (linked.root_problem() or '')
 
     assert LocalFileStore(base_dir=tmp_path / 'not-yet' / 'spill').root_problem() is None  # created on first write
     assert LocalFileStore(base_dir=tmp_path / 'real').root_problem() is None
@@ -158,8 +162,9 @@ def test_root_problem_names_the_directory_and_the_fix(tmp_path: Path) -> None:
 def test_root_problem_names_a_foreign_owner(tmp_path: Path) -> None:
     root = tmp_path / 'foreign'
     root.mkdir(mode=0o700)
-    os.chown(root, 12345, 12345)
-    assert f'{root} is owned by uid 12345, not by this user' in (LocalFileStore(base_dir=root).root_problem() or '')
+    store = LocalFileStore(base_dir=root)
+    os.chown(root, 12345, 12345)  # after construction, which refuses another user's root
+    assert f'{root} is owned by uid 12345, not by this user' in (store.root_problem() or '')
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root may write anywhere')
@@ -183,7 +188,7 @@ async def test_an_unusable_root_is_named_at_the_run_start_never_to_the_model(
         run = await run_tool(capability, BIG)
     messages = _overflow_warnings(caught)
     assert messages[0].startswith('Spills will fail and fall back to their `then` action: the LocalFileStore root')
-    assert f'chmod 700 {loose}' in messages[0]
+    assert f'{loose} cannot be created' in messages[0]
     assert 'Spill could not reduce' in messages[1]  # then the spill itself, with its reason
     assert str(loose) not in _model_visible(run.messages)
     assert run.returns()[0].metadata['overflow_action'] == 'truncate'
@@ -429,14 +434,17 @@ async def test_the_root_is_checked_once_a_minute_not_at_every_run_start(
     for n in range(5):
         await run_tool(capability, 'small', run_id=f'run-{n}')
     assert CountingRootStore.checks == 1  # a thread hop per run start saved
-    root.chmod(0o755)  # the root goes bad: within the minute the run start does not look again...
+    root.rmdir()
+    root.write_text('x')  # the root goes bad: within the minute the run start does not look again...
     await run_tool(capability, 'small', run_id='run-5')  # (warnings are errors here: none was raised)
     monkeypatch.setattr(_checks, 'ROOT_RECHECK_SECONDS', 0.0)  # ...and once the check is older, it names it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         await run_tool(capability, 'small', run_id='run-6')
     assert CountingRootStore.checks == 2
-    assert any(m.startswith('Spills will fail') and f'chmod 700 {root}' in m for m in _overflow_warnings(caught))
+    assert any(
+        m.startswith('Spills will fail') and f'{root} is not a directory' in m for m in _overflow_warnings(caught)
+    )
 
 
 async def test_aging_gets_the_root_checked_even_when_no_band_spills(tmp_path: Path) -> None:
@@ -447,4 +455,6 @@ async def test_aging_gets_the_root_checked_even_when_no_band_spills(tmp_path: Pa
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         await run_tool(capability, 'small')
-    assert any(m.startswith('Spills will fail') and f'chmod 700 {loose}' in m for m in _overflow_warnings(caught))
+    assert any(
+        m.startswith('Spills will fail') and f'{loose} cannot be created' in m for m in _overflow_warnings(caught)
+    )

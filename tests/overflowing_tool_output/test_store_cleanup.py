@@ -114,8 +114,9 @@ async def test_prune_of_an_unsafe_root_warns_instead_of_raising(tmp_path: Path) 
     root.mkdir(mode=0o700)
     store = LocalFileStore(base_dir=root)
     await store.write('r/c/0', b'x')
-    root.chmod(0o755)
-    with pytest.warns(StoreCleanupWarning, match='group/other'):
+    root.rename(tmp_path / 'moved')
+    root.symlink_to(tmp_path / 'moved')  # swapped for a link after construction
+    with pytest.warns(StoreCleanupWarning, match='symlink'):
         assert await store.prune(timedelta(seconds=1)) == 0
 
 
@@ -178,6 +179,8 @@ async def test_background_pruner_swallows_warnings_even_when_they_are_errors(tmp
     state.thread.join(5)
     # Make every entry fail: pruning warns, and under `filterwarnings = error` that warning must not escape.
     prune_in_background(store.root_path, timedelta(seconds=0))
-    root.chmod(0o755)
+    root.rename(tmp_path / 'moved')
+    root.symlink_to(tmp_path / 'moved')
     prune_in_background(store.root_path, timedelta(seconds=0))
-    root.chmod(0o700)
+    root.unlink()
+    (tmp_path / 'moved').rename(root)

@@ -189,21 +189,27 @@ async def test_symlinked_root_is_refused(tmp_path: Path) -> None:
     target.mkdir(mode=0o700)
     link = tmp_path / 'link'
     link.symlink_to(target)
+    with pytest.raises(StoreRootError, match='symlink'):  # at construction: it names the path
+        LocalFileStore(base_dir=link)
+    link.unlink()
     store = LocalFileStore(base_dir=link)
+    link.symlink_to(target)  # made a link after construction: refused on use, the message holds no path
     with pytest.raises(StoreRootError, match='symlink') as info:
         await store.write('r/c/0', b'x')
     assert str(tmp_path) not in str(info.value)
     assert list(target.iterdir()) == []
 
 
-async def test_group_or_other_accessible_root_is_refused(tmp_path: Path) -> None:
+async def test_group_or_other_accessible_root_is_made_private(tmp_path: Path) -> None:
     for mode in (0o750, 0o705, 0o770, 0o777):
         root = tmp_path / f'root-{mode:o}'
         root.mkdir()
         root.chmod(mode)
-        with pytest.raises(StoreRootError, match='group/other'):
-            await LocalFileStore(base_dir=root).write('r/c/0', b'x')
-        assert list(root.iterdir()) == []
+        store = LocalFileStore(base_dir=root)  # at construction
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700
+        root.chmod(mode)  # and again at a write, when it went back
+        await store.write('r/c/0', b'x')
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700
 
 
 async def test_root_that_is_a_file_is_refused(tmp_path: Path) -> None:
@@ -216,8 +222,8 @@ async def test_root_that_is_a_file_is_refused(tmp_path: Path) -> None:
 async def test_foreign_owned_root_is_refused(tmp_path: Path) -> None:
     root = tmp_path / 'foreign'
     root.mkdir(mode=0o700)
-    os.chown(root, 12345, 12345)
     store = LocalFileStore(base_dir=root)
+    os.chown(root, 12345, 12345)  # after construction (which refuses it: tests/.../test_store_mode.py)
     with pytest.raises(StoreRootError, match='another user'):
         await store.write('r/c/0', b'x')
     with pytest.raises(StoreRootError):

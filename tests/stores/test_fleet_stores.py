@@ -480,8 +480,8 @@ def test_importing_the_package_needs_neither_redis_nor_obstore() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == [
-        'RedisStore needs the `redis` package: pip install "pydantic-ai-harness-context[redis]"',
-        'ObjectStore needs the `obstore` package: pip install "pydantic-ai-harness-context[s3]"',
+        "RedisStore needs the `redis` package: pip install 'redis>=5' (the `redis` extra of pydantic-ai-harness-context installs it)",
+        "ObjectStore needs the `obstore` package: pip install 'obstore>=0.6' (the `object-store` extra of pydantic-ai-harness-context installs it)",
     ]
 
 

@@ -149,7 +149,7 @@ class Spill:
         _check_then(self.then, 'Spill')
 
 
-SummarizeFunc: TypeAlias = 'Callable[[str, str], str | Awaitable[str]]'
+SummarizeFunc: TypeAlias = Callable[[str, str], str | Awaitable[str]]
 """A custom summarizer: `(tool_name, text) -> summary`, sync or async."""
 
 
@@ -200,7 +200,7 @@ class Summarize:
         _check_then(self.then, 'Summarize')
 
 
-Action: TypeAlias = 'Passthrough | Truncate | Spill | Summarize'
+Action: TypeAlias = Passthrough | Truncate | Spill | Summarize
 """Any reduction action."""
 
 _ACTION_TYPES = (Passthrough, Truncate, Spill, Summarize)

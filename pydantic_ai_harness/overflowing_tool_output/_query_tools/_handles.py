@@ -16,6 +16,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, ToolReturnPart
 
+from ..._clash import warn_on_clash
 from ..._typing import is_list
 from .._events import AGED_PREFIX, CONTENT_PREFIX, VALUE_PREFIX
 from .._search._query import Payload, open_payload
@@ -311,6 +312,7 @@ async def resolved_answer(
 
 async def open_handle(store: OverflowStore, raw_handle: str) -> Payload | str:
     """The payload stored under `raw_handle`, or the answer to give instead (unknown handle, failing store)."""
+    warn_on_clash()  # once per process: the query tools are ours whichever distribution was installed last
     handle = clean_handle(raw_handle)
     if not handle:
         return _unknown_handle(raw_handle)

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
-from ._local_aliases import alias_of, drop_alias, link_alias, resolved
+from ._local_aliases import alias_of, all_aliases, drop_alias, link_alias, resolved
 from ._local_fs import (
     INDEX_SUFFIX,
     NOT_FOUND,
@@ -35,6 +35,7 @@ from ._local_fs import (
     holds_data,
     holds_file,
     link_exclusive,
+    make_root_private,
     open_root,
     read_exact,
     read_whole,
@@ -59,6 +60,7 @@ from ._paths import (
 )
 from ._protocol import HandleNotFoundError, StoredPayload, StreamedPayload
 from ._ttl import normalize_ttl
+from ._upstream_local import index_of_open_file, upstream_names, with_upstream_file
 
 __all__ = ('LocalFileStore', 'StoreRootError')
 
@@ -78,9 +80,10 @@ class LocalFileStore:
     (long segments keep a readable prefix and a hash); `write` returns a short alias of it (`p7jrrmpjr4`,
     recorded in `.aliases/`), and reads accept either. No handle contains a filesystem path.
 
-    The root is created with mode 0700 and refused (with
-    [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError]) when it is a symlink,
-    owned by another user, or accessible to group/other. Reads open every path component relative to the
+    The root is created with mode 0700. A `base_dir` that exists is made private (0700, logged once) at
+    construction, or refused there with
+    [`StoreRootError`][pydantic_ai_harness.overflowing_tool_output.StoreRootError] naming the path and its mode
+    when it is a symlink, not a directory or another user's; a root that goes bad later is refused on use. Reads open every path component relative to the
     root without following symlinks, so a handle can never reach a file outside it.
     """
 
@@ -112,6 +115,11 @@ class LocalFileStore:
                 f'LocalFileStore.base_dir must be a path (str or os.PathLike) or None, got {self.base_dir!r}'
             )
         self.root_path = os.path.abspath(os.fspath(self.base_dir)) if self.base_dir is not None else default_root()
+        if self.base_dir is not None:
+            # A root configured by hand (often made with `mkdir`, mode 0755) is made private now, or refused now:
+            # never a surprise at the first spill. The default root is created private; if another user got there
+            # first, the run start names it and spills fall back, as a root that goes bad later does.
+            make_root_private(self.root_path, 'LocalFileStore.base_dir')
 
     @property
     def root(self) -> Path:
@@ -186,7 +194,11 @@ class LocalFileStore:
         """The payload's line index: from its sidecar, or rebuilt (and re-saved) when that is missing or stale."""
         return await _in_thread(
             self.root_path,
-            lambda: self._with_payload(handle, lambda fd, d, names: line_index_of(self.root_path, fd, d, names)),
+            lambda: self._with_payload(
+                handle,
+                lambda fd, d, names: line_index_of(self.root_path, fd, d, names),
+                lambda fd, _d, _n: index_of_open_file(fd),  # upstream's files get no sidecar
+            ),
         )
 
     async def list(self, prefix: str = '') -> Sequence[StoredPayload]:
@@ -208,6 +220,10 @@ class LocalFileStore:
     async def alias(self, handle: str) -> str | None:
         """The short handle recorded for the full `handle` (what `write` returned), or `None` when it has none."""
         return await _in_thread(self.root_path, lambda: self._in_root(lambda root: alias_of(root, handle), None))
+
+    async def aliases(self) -> dict[str, str]:
+        """Every full handle that has a short handle, mapped to it (what `alias` gives each), read in one pass."""
+        return await _in_thread(self.root_path, lambda: self._in_root(all_aliases, {}))
 
     async def prune(self, older_than: timedelta | None = None) -> int:
         """Delete payloads older than `older_than` (default: `cleanup_after`) now; return how many.
@@ -367,8 +383,26 @@ class LocalFileStore:
             remove_quietly(directory, temp)
         raise _full()
 
-    def _with_payload(self, handle: str, use: Callable[[int, Dir, list[str]], _T]) -> _T:
-        """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`."""
+    def _with_payload(
+        self,
+        handle: str,
+        use: Callable[[int, Dir, list[str]], _T],
+        upstream_use: Callable[[int, Dir, list[str]], _T] | None = None,
+    ) -> _T:
+        """Open the payload for `handle` (no symlinks, regular files only) and pass its descriptor to `use`.
+
+        A handle this store does not hold, in the layout of upstream pydantic-ai-harness's `LocalFileStore`
+        (`<run id>/<tool call id>.<retry>`), opens that file instead, with `upstream_use` when given.
+        """
+        try:
+            return self._with_own_payload(handle, use)
+        except HandleNotFoundError:
+            names = upstream_names(handle)
+            if names is None:
+                raise
+            return with_upstream_file(self.root_path, names, upstream_use or use)
+
+    def _with_own_payload(self, handle: str, use: Callable[[int, Dir, list[str]], _T]) -> _T:
         handle = as_handle(handle)
         if names_for_handle(handle) is None:
             raise HandleNotFoundError(NOT_FOUND)

@@ -28,7 +28,7 @@ from ._local_fs import (
 )
 from ._paths import is_short_handle, names_for_handle, short_handles
 
-__all__ = ('ALIASES', 'alias_of', 'drop_alias', 'link_alias', 'prune_aliases', 'resolved')
+__all__ = ('ALIASES', 'alias_of', 'all_aliases', 'drop_alias', 'link_alias', 'prune_aliases', 'resolved')
 
 ALIASES = '.aliases'
 """Directory of the short-handle aliases: one file per short id, holding the full handle (never listed as a payload)."""
@@ -90,6 +90,30 @@ def alias_of(root: Dir, handle: str) -> str | None:
         )
     finally:
         aliases.close()
+
+
+def all_aliases(root: Dir) -> dict[str, str]:
+    """Every full handle with a live alias, mapped to its short id (what `alias_of` gives it), in one pass over
+    `.aliases/` (a listing of many payloads opens the directory once, not once per payload).
+    """
+    try:
+        aliases = root.child(ALIASES, create=False)
+    except OSError:
+        return {}
+    found: dict[str, set[str]] = {}
+    try:
+        for entry in aliases.entries():
+            if is_short_handle(entry.name):  # not a temp file
+                kind, target = _alias_state(aliases, entry.name)
+                if kind == 'live' and target is not None:
+                    found.setdefault(target, set()).add(entry.name)
+    finally:
+        aliases.close()
+    return {
+        handle: short
+        for handle, shorts in found.items()
+        if (short := next((s for s in short_handles(handle) if s in shorts), None)) is not None
+    }
 
 
 def resolved(root: Dir, handle: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import io
+import logging
 import os
 import secrets
 import stat
@@ -37,6 +38,7 @@ __all__ = (
     'holds_data',
     'holds_file',
     'link_exclusive',
+    'make_root_private',
     'open_root',
     'publish',
     'read_exact',
@@ -61,6 +63,8 @@ USE_DIR_FD = {os.open, os.mkdir, os.rename, os.unlink, os.rmdir, os.stat} <= os.
 )
 """POSIX: every path below the root is resolved one component at a time, relative to an open directory."""
 
+logger = logging.getLogger('pydantic_ai_harness.overflowing_tool_output')
+
 PAYLOAD_SUFFIX = '.out'
 INDEX_SUFFIX = '.idx'
 TEMP_PREFIX = '.tmp-'
@@ -72,7 +76,9 @@ WRITE_ATTEMPTS = 3
 class StoreRootError(OSError):
     """The store root is unsafe (a symlink, owned by another user, group/other accessible) or unusable.
 
-    The message never contains the path: read it from `LocalFileStore.root` when you need it.
+    Raised by `LocalFileStore(base_dir=...)` for a root that exists and cannot be made private: that message names
+    the setting, the path and its mode. Raised by reads and writes (a root that went bad since), where it may reach
+    the model: that message never contains the path (read it from `LocalFileStore.root` when you need it).
     """
 
 
@@ -211,11 +217,7 @@ def root_problem(root: str) -> str | None:
             f'the LocalFileStore root {root} is owned by uid {info.st_uid}, not by this user (uid {geteuid()}); '
             f'{_ELSEWHERE}'
         )
-    if USE_DIR_FD and info.st_mode & 0o077:
-        return (
-            f'the LocalFileStore root {root} has mode {stat.S_IMODE(info.st_mode):04o} but must be 0700 (owner '
-            f'only); fix it with `chmod 700 {root}`, or {_ELSEWHERE}'
-        )
+    # A mode open to group/other is no problem: the store makes its own root private before it writes (and says so).
     if _read_only_mount(root):
         return f'the LocalFileStore root {root} is on a read-only file system; remount it read-write, or {_ELSEWHERE}'
     if not os.access(root, os.W_OK | os.X_OK):
@@ -532,6 +534,55 @@ def open_root(root: str, *, create: bool) -> Dir:
     return _verified_root(root)
 
 
+_MADE_PRIVATE: set[str] = set()
+"""The roots this process made private, each reported once."""
+
+
+def _made_private(root: str, mode: int) -> None:
+    if root not in _MADE_PRIVATE:
+        _MADE_PRIVATE.add(root)
+        logger.warning(
+            'LocalFileStore made its root %s private: its mode was %04o, open to group/other, and is 0700 now '
+            '(spilled tool output is readable by its owner only)',
+            root,
+            mode,
+        )
+
+
+def make_root_private(root: str, setting: str) -> None:
+    """At construction: a root that exists is made private (mode 0700) when it is this user's, and reported once;
+    one that cannot be (a symlink, not a directory, another user's, a `chmod` that fails) raises `StoreRootError`
+    naming `setting`, the path and its mode. A root that does not exist yet is created private on the first write.
+    """
+    if not USE_DIR_FD:  # pragma: no cover - Windows: no modes to tighten, no owner to compare
+        return
+    try:
+        info = os.lstat(root)
+    except OSError:
+        return  # missing (created on the first write), or unreadable: `root_problem` names it at the run start
+    mode = stat.S_IMODE(info.st_mode)
+    problem: str | None = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = 'is a symlink, which the store refuses'
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = 'is not a directory'
+    elif info.st_uid != os.geteuid():
+        problem = f'is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}), so it cannot be made private'
+    elif mode & 0o077:
+        try:
+            fd = os.open(root, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o700)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            problem = f'is open to group/other and cannot be made private ({exc.strerror})'
+        else:
+            _made_private(root, mode)
+    if problem is not None:
+        raise StoreRootError(f'{setting}: {root} (mode {mode:04o}) {problem}; {_ELSEWHERE}')
+
+
 def _verified_root(root: str) -> Dir:
     if not USE_DIR_FD:  # pragma: no cover - platforms without dir_fd (Windows)
         if os.path.islink(root):
@@ -552,7 +603,13 @@ def _verified_root(root: str) -> Dir:
     if info.st_uid != os.geteuid():
         problem = 'is owned by another user'
     elif info.st_mode & 0o077:
-        problem = f'is accessible to group/other (mode {stat.S_IMODE(info.st_mode):04o}; it must be 0700)'
+        # Ours, opened without following links: made private through the descriptor (it changed since construction).
+        try:
+            os.fchmod(fd, 0o700)
+        except OSError:
+            problem = f'is accessible to group/other (mode {stat.S_IMODE(info.st_mode):04o}; it must be 0700)'
+        else:
+            _made_private(root, stat.S_IMODE(info.st_mode))
     if problem is not None:
         os.close(fd)
         raise StoreRootError(f'the spill store root {problem}; refusing to use it')

@@ -31,6 +31,7 @@ from pydantic_ai.workspaces.unavailable import NO_WORKSPACE
 
 from ._paths import MAX_HANDLE_LENGTH, MAX_SEGMENTS, candidate_handles, handle_for_key, short_handles
 from ._protocol import HandleNotFoundError, OverflowStore
+from ._upstream_workspace import UpstreamWorkspaceSpills, upstream_workspace_names
 
 __all__ = ('WorkspaceSpill', 'WorkspaceSpillRefused', 'WorkspaceStore', 'route_for_run', 'store_for_run')
 
@@ -445,6 +446,8 @@ def route_for_run(fallback: OverflowStore, spill: WorkspaceSpill) -> Callable[[R
     """For the query tools: the store that holds `handle` in this run (the workspace for its own handles)."""
 
     def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
+        if upstream_workspace_names(handle) is not None:
+            return UpstreamWorkspaceSpills(ctx.workspace)  # a saved upstream history's spill, where upstream put it
         if isinstance(fallback, WorkspaceStore) and fallback.owns(handle):
             return fallback  # The configured store is itself a workspace (its own, not the run's).
         if spill.owns(handle):
