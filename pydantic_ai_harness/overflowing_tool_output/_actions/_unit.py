@@ -101,6 +101,9 @@ class ActionContext:
     takes_arguments: bool = True
     """Whether the tool takes arguments, so advice to call it again more narrowly makes sense."""
 
+    failure: bool = False
+    """Whether the unit is the message of the tool's failure (`ModelRetry`, `ToolFailed`), not what it returned."""
+
     @property
     def key(self) -> str:
         """The key this unit is stored under."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -55,6 +56,12 @@ class SpillSummary:
 
     expires_after: timedelta | None = None
     """How long the store keeps it (its `cleanup_after`), when it deletes old payloads; `None`: it keeps them."""
+
+    wrapper: str | None = None
+    """The key of the one-member mapping the tool returned the text in (`{"content": "<text>"}`), if it did."""
+
+    failure: bool = False
+    """Whether it is the message of the tool's failure (`ModelRetry`, `ToolFailed`, an MCP error), not a return."""
 
 
 def format_bytes(n: int) -> str:
@@ -111,9 +118,19 @@ def spill_header(summary: SpillSummary) -> str:
     """
     layout = ' as JSON, one element per line' if summary.json else ''
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
+    tool, tokens = summary.tool_name, summary.tokens
+    if summary.failure:
+        what = f'`{tool}` failed with an error message too long to show (~{tokens} tokens). Saved in full'
+    elif summary.wrapper is not None:
+        # The model may need the key (an output schema names it); the text alone is stored, as its own lines.
+        what = (
+            f'`{tool}` returned too much to show (~{tokens} tokens): {{{json.dumps(summary.wrapper)}: <text>}}. '
+            'The text is saved in full'
+        )
+    else:
+        what = f'`{tool}` returned too much to show (~{tokens} tokens). Saved in full'
     return (
-        f'[`{summary.tool_name}` returned too much to show (~{summary.tokens} tokens). '
-        f'Saved in full{kept_for(summary.expires_after)} under handle '
+        f'[{what}{kept_for(summary.expires_after)} under handle '
         f"'{summary.handle}'{layout}: {lines}, {summary.nbytes} bytes; {PREVIEW_FOLLOWS}.\n"
     )
 
