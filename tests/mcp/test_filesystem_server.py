@@ -9,7 +9,7 @@ deep in a tree, a path among a thousand search results. The server is the pinned
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
-from .filesystem_server import filesystem_toolset, install
+from .filesystem_server import PACKAGE, PINNED, VERSION, filesystem_toolset, install
 
 pytestmark = pytest.mark.anyio
 
@@ -327,5 +327,7 @@ async def test_a_small_result_reaches_the_model_as_the_server_sent_it(
     assert listed.content == {'content': f'Allowed directories:\n{files}'}
 
 
-def test_the_pinned_version_is_the_one_installed(server_script: Path) -> None:
-    assert re.search(r'server-filesystem/dist/index\.js$', server_script.as_posix())
+def test_the_server_run_is_the_version_the_project_pins(server_script: Path) -> None:
+    installed = json.loads((server_script.parents[1] / 'package.json').read_text())['version']
+    lock = json.loads((PINNED / 'package-lock.json').read_text())
+    assert installed == VERSION == lock['packages'][f'node_modules/{PACKAGE}']['version']
