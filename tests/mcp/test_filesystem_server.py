@@ -10,6 +10,10 @@ deep in a tree, a path among a thousand search results. The server is the pinned
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,3 +335,35 @@ def test_the_server_run_is_the_version_the_project_pins(server_script: Path) -> 
     installed = json.loads((server_script.parents[1] / 'package.json').read_text())['version']
     lock = json.loads((PINNED / 'package-lock.json').read_text())
     assert installed == VERSION == lock['packages'][f'node_modules/{PACKAGE}']['version']
+
+
+def _docs_example() -> str:
+    """The code block of docs/mcp.md's filesystem section."""
+    text = (Path(__file__).resolve().parents[2] / 'docs' / 'mcp.md').read_text()
+    section = text[text.index('## The filesystem server') :]
+    return section[section.index('```python\n') + len('```python\n') : section.index('\n```\n')]
+
+
+def test_the_docs_example_runs_against_the_pinned_server(server_script: Path, tmp_path: Path) -> None:
+    # The example starts the server as a user would, `npx -y <package>@<version>`; here `npx` is a shim that runs
+    # the pinned install (no download, nothing written outside tmp_path), and refuses any other package or version.
+    source = _docs_example()
+    assert f"'{PACKAGE}@{VERSION}'" in source  # the docs name the version the tests pin
+    node = shutil.which('node')
+    assert node is not None
+    shim = tmp_path / 'bin' / 'npx'
+    shim.parent.mkdir()
+    shim.write_text(
+        '#!/bin/sh\n'
+        f'[ "$1" = "-y" ] && [ "$2" = "{PACKAGE}@{VERSION}" ] || {{ echo "npx shim: unexpected $*" >&2; exit 2; }}\n'
+        'shift 2\n'
+        f'exec "{node}" "{server_script}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    (tmp_path / 'example.py').write_text(source)
+    (tmp_path / 'tmp').mkdir()
+    env = {**os.environ, 'PATH': f'{shim.parent}{os.pathsep}{os.environ["PATH"]}', 'TMPDIR': str(tmp_path / 'tmp')}
+    done = subprocess.run(
+        [sys.executable, 'example.py'], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
