@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import (
+    Aging,
     Band,
     LocalFileStore,
     OverflowingToolOutput,
@@ -225,3 +226,36 @@ async def test_the_shape_sketch_of_a_nan_says_what_is_stored(tmp_path: Path) -> 
     assert shape == snapshot(
         'Shape: {nan: null, inf: array[2] of null | float, rows: array[2000] of {id: int, score: null}}'
     )
+
+
+async def test_an_aged_wrapped_text_is_stored_as_the_text(tmp_path: Path) -> None:
+    pages = [''.join(f'page {n} line {i}\n' for i in range(300)) for n in range(6)]  # each below the band
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        if step < len(pages):
+            return ModelResponse(parts=[ToolCallPart('fetch', {'n': step}, tool_call_id=f'call_{step}')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    store = LocalFileStore(base_dir=tmp_path / 'store')
+    capability = OverflowingToolOutput(
+        store=store, workspace=None, aging=Aging(after_turns=2, min_tokens=100, batch_tokens=0)
+    )
+    agent = Agent(FunctionModel(respond), capabilities=[capability])
+
+    @agent.tool_plain
+    def fetch(n: int) -> dict[str, str]:
+        return {'content': pages[n]}
+
+    result = await agent.run('go')
+    aged = [
+        p
+        for m in result.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and isinstance(p.metadata, dict) and 'overflow_aged_handle' in p.metadata
+    ]
+    assert len(aged) >= 3
+    for part in aged:
+        stored = await store.read(part.metadata['overflow_aged_handle'])
+        assert stored.decode() == pages[int(part.tool_call_id.removeprefix('call_'))]  # lines, not an escaped line
