@@ -140,6 +140,15 @@ async def test_a_small_wrapped_text_reaches_the_model_as_returned(tmp_path: Path
     assert part.content == {'content': 'line one\nline two'} and part.metadata is None
 
 
+@pytest.mark.parametrize('action', [Spill(preview_chars=1_000), Truncate(max_chars=550)], ids=['spill', 'truncate'])
+async def test_a_text_that_fits_once_unwrapped_is_shown_whole(action: Spill | Truncate, tmp_path: Path) -> None:
+    # 500 characters of text, 614 of JSON: over the band as returned, whole as the text; nothing is stored or cut.
+    text = 'line\n' * 100
+    (part,) = await run_returning({'content': text}, tmp_path, bands=[Band(over=200, action=action)])
+    assert part.content == text
+    assert part.metadata == {'overflow_action': 'unwrap', 'overflow_size_before': 614, 'overflow_size_after': 500}
+
+
 async def test_it_is_measured_as_the_json_the_model_would_see(tmp_path: Path) -> None:
     # 3,000 control characters: a 3,000-character text, but 18,000 characters of JSON (each one `\u0000`).
     # Measured as the text, it would pass a 10,000-character band and reach the model at six times that size.

@@ -219,6 +219,9 @@ class BandLoop:
                 # A summary at least as long as the output is no summary: the fallback decides.
                 reduced, reason = None, 'the summary was not shorter than the output'
             if reduced is not None:
+                if reduced.handle is None and rendered.wrapper is not None and reduced.value == rendered.text:
+                    # A wrapped text whose JSON is over the band, shown whole: only its wrapper was left out.
+                    reduced = replace(reduced, action='unwrap')
                 key = unit_key(ctx, call, unit) if reduced.handle is not None else None  # the full form
                 reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))

@@ -49,7 +49,8 @@ class Reduced:
     """What the model sees instead of the unit."""
 
     action: str
-    """What produced it: `'spill'`, `'truncate'`, `'summarize'`, or a clean-up (`'render'`, `'strip_ansi'`)."""
+    """What produced it: `'spill'`, `'truncate'`, `'summarize'`, or a clean-up (`'render'`, `'strip_ansi'`, `'unwrap'`:
+    a text the tool wrapped in a one-member mapping, shown whole without it)."""
 
     handle: str | None = None
     """The handle the full payload was stored under, when it was."""
