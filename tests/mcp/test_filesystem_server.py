@@ -152,7 +152,7 @@ async def test_a_big_log_is_stored_and_previewed_as_its_lines(run: Callable[[Ses
     preview = _plain(str(spilled.content), files, handle)
     assert '\\n' not in preview and 'Shape:' not in preview
     assert preview == snapshot("""\
-[`read_text_file` returned too much to show (~1713576 tokens): {"content": <text>}. The text is saved in full under handle 'HANDLE': 120000 lines, 6734287 bytes; a preview follows.
+[`read_text_file` returned too much to show (~1713576 tokens): {"content": <text>}. Saved in full under handle 'HANDLE' (<text> only): 120000 lines, 6734287 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 808| 2026-12-06T10:00:00 ERROR worker 2 request 807 failed: upstream timeout
@@ -216,7 +216,7 @@ async def test_a_fact_past_4_mib_into_one_line_is_found(run: Callable[[Session],
     assert await store.read(handle) == (files / 'bundle.min.js').read_bytes()
     preview = _plain(str(spilled.content), files, handle)
     assert preview == snapshot("""\
-[`read_text_file` returned too much to show (~1535740 tokens): {"content": <text>}. The text is saved in full under handle 'HANDLE': 1 line, 6142946 bytes; a preview follows.
+[`read_text_file` returned too much to show (~1535740 tokens): {"content": <text>}. Saved in full under handle 'HANDLE' (<text> only): 1 line, 6142946 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds each match and its byte offset; read_tool_result(handle, unit='bytes', offset=N, limit=16000) reads 16000 bytes from byte N.]
 Start of the one line:
 var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;var a=1;[... line cut: read on with unit='bytes', offset=160]\
@@ -250,7 +250,7 @@ async def test_a_directory_tree_is_stored_as_json_one_entry_per_line(
     handle = _spilled(spilled)
     preview = _plain(str(spilled.content), files, handle)
     assert preview == snapshot("""\
-[`directory_tree` returned too much to show (~22039 tokens): {"content": <text>}. The text is saved in full under handle 'HANDLE' as JSON, one element per line: 73 lines, 40300 bytes; a preview follows.
+[`directory_tree` returned too much to show (~22039 tokens): {"content": <text>}. Saved in full under handle 'HANDLE' (<text> only) as JSON, one element per line: 73 lines, 40300 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 Shape: array[40] of {name: str, type: str, children: array[25-26] of {name: str, type: str}}
 First line (2 of 73):
@@ -281,7 +281,7 @@ async def test_a_search_is_stored_one_path_per_line(run: Callable[[Session], Any
     (spilled,) = session.returns('search_files')
     handle = _spilled(spilled)
     assert _plain(str(spilled.content), files, handle) == snapshot("""\
-[`search_files` returned too much to show (~22821 tokens): {"content": <text>}. The text is saved in full under handle 'HANDLE': 1043 lines, 90226 bytes; a preview follows.
+[`search_files` returned too much to show (~22821 tokens): {"content": <text>}. Saved in full under handle 'HANDLE' (<text> only): 1043 lines, 90226 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 First lines (1-4 of 1043):
 1| <files>/src/pkg00

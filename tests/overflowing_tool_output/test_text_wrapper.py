@@ -19,6 +19,7 @@ from pydantic_ai import Agent, ModelRetry, models
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from pydantic_ai_harness.handoffs._spills import _HANDLE_MENTION as HANDLE_MENTION
 from pydantic_ai_harness.overflowing_tool_output import (
     Aging,
     Band,
@@ -93,8 +94,10 @@ async def test_a_wrapped_log_is_stored_as_its_lines_and_grepped_line_by_line(tmp
     )
     preview, handle = with_handle(spilled)
     assert await LocalFileStore(base_dir=tmp_path / 'store').read(handle) == LOG.encode()
+    # Where other code looks for a preview's handle (a handoff notes spills the receiver cannot read), it is found.
+    assert [m.group(1) for m in HANDLE_MENTION.finditer(str(spilled.content))] == [handle]
     assert preview == snapshot("""\
-[`tool` returned too much to show (~157366 tokens): {"content": <text>}. The text is saved in full under handle 'HANDLE': 20000 lines, 609450 bytes; a preview follows.
+[`tool` returned too much to show (~157366 tokens): {"content": <text>}. Saved in full under handle 'HANDLE' (<text> only): 20000 lines, 609450 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 Lines that look important (errors, failures, exit status):
 251| 2026-12-06 ERROR job 250 failed: disk full
@@ -166,7 +169,7 @@ async def test_a_wrapped_json_text_is_stored_as_json_one_element_per_line(tmp_pa
     )
     preview, _ = with_handle(spilled)
     assert preview.splitlines()[0] == snapshot(
-        '[`tool` returned too much to show (~26227 tokens): {"content": <text>}. The text is saved in full under handle \'HANDLE\' as JSON, one element per line: 2002 lines, 78893 bytes; a preview follows.'
+        '[`tool` returned too much to show (~26227 tokens): {"content": <text>}. Saved in full under handle \'HANDLE\' (<text> only) as JSON, one element per line: 2002 lines, 78893 bytes; a preview follows.'
     )
     assert 'Shape: array[2000] of {name: str, type: str}' in preview
     assert '>1236|  {"name":"file1234.txt","type":"file"},' in str(grep.content)
@@ -200,7 +203,7 @@ async def test_the_step_budget_reduces_a_wrapped_text_as_text(tmp_path: Path) ->
     )
     preview = str(part.content)
     assert part.metadata is not None and part.metadata['overflow_step_budget'] == 20_000
-    assert ': {"content": <text>}. The text is saved in full' in preview and '\\n' not in preview
+    assert ': {"content": <text>}. Saved in full under handle' in preview and '\\n' not in preview
 
 
 async def test_a_spilled_failure_is_headed_as_the_tools_failure(tmp_path: Path) -> None:

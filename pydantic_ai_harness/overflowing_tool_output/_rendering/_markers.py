@@ -120,17 +120,16 @@ def spill_header(summary: SpillSummary) -> str:
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
     tool, tokens = summary.tool_name, summary.tokens
     if summary.failure:
-        what = f'`{tool}` failed with an error message too long to show (~{tokens} tokens). Saved in full'
+        what = f'`{tool}` failed with an error message too long to show (~{tokens} tokens)'
     elif summary.wrapper is not None:
         # The model may need the key (an output schema names it); the text alone is stored, as its own lines.
-        what = (
-            f'`{tool}` returned too much to show (~{tokens} tokens): {{{json.dumps(summary.wrapper)}: <text>}}. '
-            'The text is saved in full'
-        )
+        what = f'`{tool}` returned too much to show (~{tokens} tokens): {{{json.dumps(summary.wrapper)}: <text>}}'
+        layout = f' (<text> only){layout}'
     else:
-        what = f'`{tool}` returned too much to show (~{tokens} tokens). Saved in full'
+        what = f'`{tool}` returned too much to show (~{tokens} tokens)'
+    # "Saved in full ... under handle '...'" is how other code finds a preview's handle (handoffs): kept as it is.
     return (
-        f'[{what}{kept_for(summary.expires_after)} under handle '
+        f'[{what}. Saved in full{kept_for(summary.expires_after)} under handle '
         f"'{summary.handle}'{layout}: {lines}, {summary.nbytes} bytes; {PREVIEW_FOLLOWS}.\n"
     )
 
