@@ -27,6 +27,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     OverflowingToolOutput,
     Spill,
     StepBudget,
+    Summarize,
     Truncate,
 )
 
@@ -271,3 +272,26 @@ async def test_an_aged_wrapped_text_is_stored_as_the_text(tmp_path: Path) -> Non
     for part in aged:
         stored = await store.read(part.metadata['overflow_aged_handle'])
         assert stored.decode() == pages[int(part.tool_call_id.removeprefix('call_'))]  # lines, not an escaped line
+
+
+async def test_a_summarized_failure_is_labelled_as_the_tools_failure(tmp_path: Path) -> None:
+    summarize = Summarize(summarize=lambda tool, text: 'Disk full on 40 jobs.', keep_original=False)
+    capability = OverflowingToolOutput(bands=[Band(over=10_000, action=summarize)])
+    agent = Agent(calls_then(), capabilities=[capability])
+
+    @agent.tool_plain(retries=1)
+    def tool() -> str:
+        raise ModelRetry('deploy failed:\n' + LOG)
+
+    result = await agent.run('go')
+    (failed,) = [
+        p
+        for m in result.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.outcome == 'retried'
+    ]
+    assert str(failed.content) == snapshot("""\
+[Summary of the error message `tool` failed with (609465 characters, 20001 lines; too many to keep). It may miss details. The full original was not kept.]
+Disk full on 40 jobs.\
+""")

@@ -176,14 +176,16 @@ def summary_marker(
     chunks: int,
     uncovered_chars: int,
     by_model: bool = True,
+    failure: bool = False,
 ) -> str:
     """The label in front of a summary: what it is, of how much output, and where the full output is.
 
     `by_model`: a model wrote it; otherwise the application's own `summarize` function did, and the label says
-    nothing of who.
+    nothing of who. `failure`: it summarizes the message of the tool's failure, not what it returned.
     """
     how = f' in {chunks} parts' if chunks > 1 else ''
-    lead = f'[Summary, written by a model{how}, of what' if by_model else '[Summary of what'
+    lead = f'[Summary, written by a model{how}, of' if by_model else '[Summary of'
+    subject = f'the error message `{tool_name}` failed with' if failure else f'what `{tool_name}` returned'
     where = (
         f"The full original is saved under handle '{handle}': {offered_names().grep}(handle, pattern) checks a "
         f'detail; {offered_names().read}(handle, from_end=True) reads the end.'
@@ -196,7 +198,7 @@ def summary_marker(
         uncovered = f' The last {uncovered_chars} characters were too many to summarize and {kept}.'
 
     return (
-        f'{lead} `{tool_name}` returned ({chars} characters, {lines} lines; '
+        f'{lead} {subject} ({chars} characters, {lines} lines; '
         f'too many to keep). It may miss details. {where}{uncovered}]\n'
     )
 
