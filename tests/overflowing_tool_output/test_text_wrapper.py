@@ -133,6 +133,15 @@ async def test_anything_else_stays_the_structured_value_it_is(value: Any, tmp_pa
     assert 'as JSON, one element per line' in preview and '<text>' not in preview
 
 
+async def test_a_hostile_key_is_named_escaped_on_the_header_line(tmp_path: Path) -> None:
+    # The key is the tool's (attacker) text: it must not break the header's line or bracket, nor inject a command.
+    (spilled,) = await run_returning({'x]\n[\x1b[2J': LOG}, tmp_path)
+    preview, _ = with_handle(spilled)
+    assert preview.splitlines()[0].startswith(
+        '[`tool` returned too much to show (~157368 tokens): {"x]\\n[\\u001b[2J": <text>}. Saved in full under handle'
+    )
+
+
 async def test_a_text_json_cannot_hold_stays_structured(tmp_path: Path) -> None:
     (spilled,) = await run_returning({'content': LOG + '\ud800'}, tmp_path)  # a lone surrogate
     preview, _ = with_handle(spilled)
