@@ -68,3 +68,9 @@ async def test_previews_and_answers_name_the_tools_as_offered(tmp_path: Path) ->
     for text in seen:
         assert not re.search(r'(?<!x_)(read|grep)_tool_result\(', text), text
     assert 'x_grep_tool_result' in search, search
+
+
+def test_the_migration_page_names_the_kinds_the_tools_carry() -> None:
+    page = (Path(__file__).resolve().parents[2] / 'docs' / 'migration.md').read_text()
+    assert f'`{READ_TOOL_KIND.id}`' in page and f'`{GREP_TOOL_KIND.id}`' in page
+    assert 'no tool kind' not in page

@@ -20,6 +20,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_
 from .._events import report, warn
 from .._offload import large_container, large_text, off_loop
 from .._rendering._render import Rendered, measure, render_content, render_value
+from .._rendering._text_wrapper import render_return, wrapped_text
 from ..stores import OverflowStore
 from ..stores._workspace import WorkspaceSpill
 from ._action import action_chain
@@ -110,10 +111,14 @@ class BandLoop:
         envelope = result if is_tool_return(result) else None
         value = envelope.return_value if envelope is not None else result
         content = envelope.content if envelope is not None else None
+        wrapped = wrapped_text(value)
         rendered_value = await off_loop(
             ctx,
-            partial(render_value, value, strip_ansi=self.strip_ansi),
-            large=(self.strip_ansi and large_text(value)) or large_container(value),
+            partial(render_return, value, strip_ansi=self.strip_ansi),
+            # (a wrapped text is written as JSON once, to be measured as the model would see it)
+            large=(self.strip_ansi and large_text(value))
+            or large_container(value)
+            or (wrapped is not None and large_text(wrapped[1])),
         )
         # Advice to call the tool again with narrower arguments only fits a tool that takes some.
         takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
@@ -140,11 +145,13 @@ class BandLoop:
         unit: UnitName,
         takes_arguments: bool = True,
         context: tuple[int | None, float | None] | None = None,
+        *,
+        failure: bool = False,
     ) -> Reduced | None:
         """Pick the unit's band and run its action, falling back along `then` until one reduces it.
 
         `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
-        otherwise the run's model's are read, if the bands need them.
+        otherwise the run's model's are read, if the bands need them. `failure`: the unit is a failure's message.
         """
         if not bands:
             return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
@@ -180,6 +187,7 @@ class BandLoop:
             workspace=self.workspace,
             takes_arguments=takes_arguments,
             summaries=self.summaries,
+            failure=failure,
         )
         tried: list[str] = []
         for action in action_chain(band.action):
@@ -192,6 +200,9 @@ class BandLoop:
                 # A summary at least as long as the output is no summary: the fallback decides.
                 reduced, reason = None, 'the summary was not shorter than the output'
             if reduced is not None:
+                if reduced.handle is None and rendered.wrapper is not None and reduced.value == rendered.text:
+                    # A wrapped text whose JSON is over the band, shown whole: only its wrapper was left out.
+                    reduced = replace(reduced, action='unwrap')
                 key = unit_key(ctx, call, unit) if reduced.handle is not None else None  # the full form
                 reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))

@@ -177,6 +177,8 @@ def _summary(unit: ActionContext, handle: str, *, lines: int, nbytes: int, json:
         lines=lines,
         nbytes=nbytes,
         json=json,
+        wrapper=unit.rendered.wrapper.key if unit.rendered.wrapper is not None else None,
+        failure=unit.failure,
         **unit.workspace_file(handle),
     )
 

@@ -198,6 +198,7 @@ def mark_summary(request: SummaryRequest, summary: Summary, handle: str | None) 
             chunks=summary.chunks,
             uncovered_chars=summary.uncovered_chars,
             by_model=summary.by_model,
+            failure=request.failure,
         )
         + summary.text
     )
@@ -350,7 +351,11 @@ async def summarize(
     if rendered.kind == 'binary':
         return None, 'binary data cannot be summarized'
     request = SummaryRequest(
-        tool_name=unit.call.tool_name, text=rendered.text, prompt_template=run.prompt, lines=count_lines(rendered.text)
+        tool_name=unit.call.tool_name,
+        text=rendered.text,
+        prompt_template=run.prompt,
+        lines=count_lines(rendered.text),
+        failure=unit.failure,
     )
     # One summary at a time per run: each checks what the run can afford against the usage of those before it,
     # so parallel tool calls summarized together cannot leave the run without its next request.

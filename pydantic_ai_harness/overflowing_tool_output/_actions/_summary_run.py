@@ -33,6 +33,9 @@ class SummaryRequest:
     lines: int
     """Lines in the original."""
 
+    failure: bool = False
+    """Whether the original is the message of the tool's failure (`ModelRetry`, `ToolFailed`), not a return."""
+
 
 @dataclass(frozen=True)
 class SummaryOutcome:

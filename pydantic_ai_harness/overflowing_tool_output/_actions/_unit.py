@@ -50,7 +50,8 @@ class Reduced:
     """What the model sees instead of the unit."""
 
     action: str
-    """What produced it: `'spill'`, `'truncate'`, `'summarize'`, or a clean-up (`'render'`, `'strip_ansi'`)."""
+    """What produced it: `'spill'`, `'truncate'`, `'summarize'`, or a clean-up (`'render'`, `'strip_ansi'`, `'unwrap'`:
+    a text the tool wrapped in a one-member mapping, shown whole without it)."""
 
     handle: str | None = None
     """The handle the full payload was stored under, when it was."""
@@ -104,6 +105,9 @@ class ActionContext:
 
     summaries: SummaryRun | None = None
     """The capability's summarizing machinery (prompt, durable operation, locks), for a `Summarize`."""
+
+    failure: bool = False
+    """Whether the unit is the message of the tool's failure (`ModelRetry`, `ToolFailed`), not what it returned."""
 
     @property
     def key(self) -> str:

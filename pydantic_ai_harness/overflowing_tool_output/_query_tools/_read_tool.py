@@ -146,18 +146,18 @@ async def _read_window(
     if from_end:
         if first_shown > 1:
             footer.append(
-                f'{first_shown - 1} earlier lines. Previous page: '
+                f'{counted(first_shown - 1, "earlier line")}. Previous page: '
                 f'{read_call(handle, offset=total - first_shown + 1, from_end=True, **same_limit(limit))}.'
             )
         else:
             footer.append('This is the start of the result.')
         if last_shown < total:
             footer.append(
-                f'{total - last_shown} later lines: {read_call(handle, offset=last_shown + 1, **same_limit(limit))}.'
+                f'{counted(total - last_shown, "later line")}: {read_call(handle, offset=last_shown + 1, **same_limit(limit))}.'
             )
     elif last_shown < total:
         footer.append(
-            f'{total - last_shown} more lines. Next page: {read_call(handle, offset=last_shown + 1, **same_limit(limit))}.'
+            f'{counted(total - last_shown, "more line")}. Next page: {read_call(handle, offset=last_shown + 1, **same_limit(limit))}.'
         )
     else:
         footer.append(f'End of the result: line {total} is the last line.')
@@ -288,7 +288,7 @@ async def _read_text_bytes(payload: Payload, offset: int, limit: int, from_end: 
     footer: list[str] = []
     if window.end < size:
         footer.append(
-            f'{size - window.end} more bytes: {read_call(handle, unit="bytes", offset=window.end, limit=limit)}.'
+            f'{counted(size - window.end, "more byte")}: {read_call(handle, unit="bytes", offset=window.end, limit=limit)}.'
         )
     else:
         footer.append('End of the result.')
@@ -326,7 +326,9 @@ async def _read_hex(payload: Payload, offset: int, limit: int, from_end: bool, u
     )
     footer: list[str] = []
     if last_unit < total_units:
-        footer.append(f'{size - end} more bytes. Next: {read_call(handle, offset=last_unit, limit=limit, unit=unit)}.')
+        footer.append(
+            f'{counted(size - end, "more byte")}. Next: {read_call(handle, offset=last_unit, limit=limit, unit=unit)}.'
+        )
     else:
         footer.append('End of the result.')
     if from_end and first_unit > 0:

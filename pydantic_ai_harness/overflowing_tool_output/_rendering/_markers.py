@@ -5,6 +5,7 @@ aging its stub in `_request/_aging`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -58,6 +59,12 @@ class SpillSummary:
 
     expires_after: timedelta | None = None
     """How long the store keeps it (its `cleanup_after`), when it deletes old payloads; `None`: it keeps them."""
+
+    wrapper: str | None = None
+    """The key of the one-member mapping the tool returned the text in (`{"content": "<text>"}`), if it did."""
+
+    failure: bool = False
+    """Whether it is the message of the tool's failure (`ModelRetry`, `ToolFailed`, an MCP error), not a return."""
 
 
 def format_bytes(n: int) -> str:
@@ -114,9 +121,18 @@ def spill_header(summary: SpillSummary) -> str:
     """
     layout = ' as JSON, one element per line' if summary.json else ''
     lines = '1 line' if summary.lines == 1 else f'{summary.lines} lines'
+    tool, tokens = summary.tool_name, summary.tokens
+    if summary.failure:
+        what = f'`{tool}` failed with an error message too long to show (~{tokens} tokens)'
+    elif summary.wrapper is not None:
+        # The model may need the key (an output schema names it); the text alone is stored, as its own lines.
+        what = f'`{tool}` returned too much to show (~{tokens} tokens): {{{json.dumps(summary.wrapper)}: <text>}}'
+        layout = f' (<text> only){layout}'
+    else:
+        what = f'`{tool}` returned too much to show (~{tokens} tokens)'
+    # "Saved in full ... under handle '...'" is how other code finds a preview's handle (handoffs): kept as it is.
     return (
-        f'[`{summary.tool_name}` returned too much to show (~{summary.tokens} tokens). '
-        f'Saved in full{kept_for(summary.expires_after)} under handle '
+        f'[{what}. Saved in full{kept_for(summary.expires_after)} under handle '
         f"'{summary.handle}'{layout}: {lines}, {summary.nbytes} bytes; {PREVIEW_FOLLOWS}.\n"
     )
 
@@ -163,14 +179,16 @@ def summary_marker(
     chunks: int,
     uncovered_chars: int,
     by_model: bool = True,
+    failure: bool = False,
 ) -> str:
     """The label in front of a summary: what it is, of how much output, and where the full output is.
 
     `by_model`: a model wrote it; otherwise the application's own `summarize` function did, and the label says
-    nothing of who.
+    nothing of who. `failure`: it summarizes the message of the tool's failure, not what it returned.
     """
     how = f' in {chunks} parts' if chunks > 1 else ''
-    lead = f'[Summary, written by a model{how}, of what' if by_model else '[Summary of what'
+    lead = f'[Summary, written by a model{how}, of' if by_model else '[Summary of'
+    subject = f'the error message `{tool_name}` failed with' if failure else f'what `{tool_name}` returned'
     where = (
         f"The full original is saved under handle '{handle}': {offered_names().grep}(handle, pattern) checks a "
         f'detail; {offered_names().read}(handle, from_end=True) reads the end.'
@@ -183,7 +201,7 @@ def summary_marker(
         uncovered = f' The last {uncovered_chars} characters were too many to summarize and {kept}.'
 
     return (
-        f'{lead} `{tool_name}` returned ({chars} characters, {lines} lines; '
+        f'{lead} {subject} ({chars} characters, {lines} lines; '
         f'too many to keep). It may miss details. {where}{uncovered}]\n'
     )
 

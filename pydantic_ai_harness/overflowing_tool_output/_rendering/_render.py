@@ -21,6 +21,7 @@ from ._json_text import json_text_layout
 
 __all__ = (
     'Rendered',
+    'TextWrapper',
     'estimate_tokens',
     'has_ansi_codes',
     'render_content',
@@ -35,6 +36,17 @@ Kind = Literal['text', 'structured', 'binary', 'multimodal']
 
 CHARS_PER_TOKEN = 4
 """The heuristic used when no tokenizer is given: about four characters per token."""
+
+
+@dataclass(frozen=True)
+class TextWrapper:
+    """The one-member mapping a text came in (`{"content": "<text>"}`), which `_text_wrapper` rendered as the text."""
+
+    key: str
+    """The mapping's one key."""
+
+    chars: int
+    """Characters of the mapping's compact JSON: what the model would see of the value as the tool returned it."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +73,9 @@ class Rendered:
 
     given_jsonable: Any = field(default=None, repr=False)
     """For best-effort renderings: the JSON-compatible form they were written from (else `jsonable` parses)."""
+
+    wrapper: TextWrapper | None = None
+    """For a text the tool returned as the one member of a mapping: that mapping (its size is the unit's size)."""
 
     @functools.cached_property
     def text(self) -> str:
@@ -99,7 +114,9 @@ class Rendered:
 
     @property
     def size_chars(self) -> int:
-        """Characters of text, or bytes of a binary value."""
+        """Characters of text, or bytes of a binary value (of a wrapped text: of its mapping's JSON)."""
+        if self.wrapper is not None:
+            return self.wrapper.chars
         if self.data is not None:
             return len(self.data)
         if self.given_text is None and self.layout is not None:

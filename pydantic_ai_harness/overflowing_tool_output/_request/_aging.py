@@ -29,6 +29,7 @@ from .._actions._unit import with_notes
 from .._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, report_aged, warn
 from .._query_tools._names import QUERY_TOOL_KINDS, offered_names
 from .._rendering._markers import kept_for
+from .._rendering._text_wrapper import wrapped_text
 
 __all__ = (
     'AGED_PREFIX',
@@ -319,6 +320,14 @@ def query_stub(tool_name: str, tokens: int) -> str:
     )
 
 
+def _stored_form(part: ToolReturnPart, sent: str) -> bytes:
+    """What an aged return is stored as: the text the model was sent, or the text it only wraps (`_text_wrapper`:
+    `{'content': '<text>'}`), so that its handle is read and grepped as the text's own lines.
+    """
+    wrapped = wrapped_text(part.content)
+    return (sent if wrapped is None else wrapped[1]).encode('utf-8', 'surrogatepass')
+
+
 def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None, stored_bytes: int = 0) -> str:
     """The stub for `item`; without `handle`, the one counted before its write (a query answer needs none).
 
@@ -434,7 +443,7 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
         if handle is None and not tools.is_query(item.part.tool_name):
             run_id = item.message.run_id or tools.run_id or 'run'
             key = f'{run_id}/{item.part.tool_call_id}/aged'
-            handle, reason = await tools.write(key, text.encode('utf-8', 'surrogatepass'), tools.timeout)
+            handle, reason = await tools.write(key, _stored_form(item.part, text), tools.timeout)
             if handle is None:
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {reason}'
                 parts[item.index] = _marked_failed(item.part, failure)

@@ -153,7 +153,7 @@ class RequestSide:
         """A failure text a tool sent (`ModelRetry`, `ToolFailed`), already masked, reduced as a return would be."""
         bands, rendered = self.loop.bands_for(call.tool_name), Rendered('text', text)
         reduced = await self.loop.reduce_unit(
-            request.ctx, call, bands, rendered, text, 'return_value', context=request.context
+            request.ctx, call, bands, rendered, text, 'return_value', context=request.context, failure=True
         )
         if reduced is not None and isinstance(reduced.value, str):
             return reduced.value, reduction_notes(VALUE_PREFIX, replace(reduced, size_before=len(text)))

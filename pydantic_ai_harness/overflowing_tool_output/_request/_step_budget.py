@@ -18,6 +18,7 @@ from .._actions._bands import Action, Band
 from .._actions._unit import Reduced, reduction_notes, with_notes
 from .._events import VALUE_PREFIX
 from .._rendering._render import Rendered, render_value
+from .._rendering._text_wrapper import render_return
 
 __all__ = (
     'STEP_ACTIONS',
@@ -150,7 +151,7 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
         if not isinstance(part, ToolReturnPart) or part.tool_call_id not in calls:
             continue
         position = calls[part.tool_call_id][0]
-        rendered = render_value(part.content)
+        rendered = render_return(part.content)
         reducible = (
             not tools.exempt(part.tool_name)
             and part.outcome in _REDUCIBLE_OUTCOMES
