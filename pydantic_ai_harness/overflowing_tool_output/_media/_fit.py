@@ -103,8 +103,8 @@ def read_info(data: bytes, max_decode_pixels: int) -> ImageInfo:
             raise ImageRefused(f'not an image Pillow can read ({type(exc).__name__}: {exc})') from None
     if info.pixels > max_decode_pixels:
         raise ImageRefused(
-            f'{info.width}x{info.height} px is {info.pixels:,} pixels, over the {max_decode_pixels:,} this decodes '
-            '(a decompression bomb, or an image too large to process); it was not decoded'
+            f'its header declares {info.width}x{info.height} px ({info.pixels:,} pixels), over the '
+            f'{max_decode_pixels:,} decoded here (a decompression bomb, or too large to process), so it was not decoded'
         )
     return info
 

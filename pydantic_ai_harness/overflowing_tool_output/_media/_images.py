@@ -102,7 +102,9 @@ async def _fit_value(unit: _Unit, value: Any) -> Any:
     """The value with each image replaced by what the model is sent for it."""
     if is_image(value):
         replaced = await _fit_one(unit, value, 0)
-        return value if replaced == [value] else replaced
+        if replaced == [value]:
+            return value
+        return replaced[0] if len(replaced) == 1 else replaced  # a lone image not shown: its marker alone
     if not is_array(value) or not holds_images(value):
         return value
     items: Sequence[Any] = value
@@ -139,18 +141,23 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
         fitted = await _in_worker(unit.ctx, partial(fit_image, data, info, unit.target), large=True)
     except ImageRefused as exc:
         return [await _not_sent(unit, image, index, info, str(exc))]
-    handle, reason = await _store(unit, image, index, info, fitted)
     copy = BinaryImage(fitted.data, media_type=fitted.media_type)
+    handle, reason = await _store(unit, image, index, info, fitted, copy.identifier)
     return [fitted_marker(info, fitted, handle, reason), copy]
 
 
 async def _not_sent(unit: _Unit, image: BinaryContent, index: int, info: ImageInfo | None, why: str) -> str:
     handle, reason = await _store(unit, image, index, info, None)
-    return not_sent_marker(info, len(image.data), why, handle, reason)
+    return not_sent_marker(info, image.media_type, len(image.data), why, handle, reason)
 
 
 async def _store(
-    unit: _Unit, image: BinaryContent, index: int, info: ImageInfo | None, sent: FittedImage | None
+    unit: _Unit,
+    image: BinaryContent,
+    index: int,
+    info: ImageInfo | None,
+    sent: FittedImage | None,
+    copy: str | None = None,
 ) -> tuple[str | None, str]:
     """Write the original byte for byte; record it in the return's metadata."""
     key = f'{unit.key}{index}'
@@ -167,6 +174,7 @@ async def _store(
             'height': info.height if info is not None else None,
             'bytes': len(image.data),
             'sent': [sent.width, sent.height, sent.media_type] if sent is not None else None,
+            'copy': copy,
         }
     )
     return handle, ''

@@ -46,12 +46,14 @@ def fitted_marker(info: ImageInfo, fitted: FittedImage, handle: str | None, reas
     )
 
 
-def not_sent_marker(info: ImageInfo | None, nbytes: int, why: str, handle: str | None, reason: str = '') -> str:
+def not_sent_marker(
+    info: ImageInfo | None, media_type: str, nbytes: int, why: str, handle: str | None, reason: str = ''
+) -> str:
     """The text in place of an image that could not be sent: what it is, why, and where it is kept."""
     what = (
         f'Image {info.width}x{info.height} {_kind(info.media_type)} ({size_text(nbytes)})'
         if info is not None
-        else f'File ({size_text(nbytes)})'
+        else f'Image declared {media_type} ({size_text(nbytes)})'
     )
     kept = f"Stored as it is under handle '{handle}'." if handle is not None else unstored_note(reason)
     return f'[{what} not shown: {why}. {kept}]'
