@@ -287,7 +287,10 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         if self.images is None:
             return toolset
         store, spill = self._resolved_store, self.workspace
-        route = route_for_run(store, spill) if spill is not None else (lambda _ctx, _handle: store)
+
+        def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
+            return route_for_run(store, spill)(ctx, handle) if spill is not None else store
+
         view = build_view_toolset(self.images, route, store_timeout=self.images.timeout)
         return view if toolset is None else CombinedToolset([toolset, view])
 

@@ -13,7 +13,7 @@ from fastmcp.utilities.types import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package is importable
 
-from tests.media._images import screenshot  # noqa: E402
+from tests.media._images import screenshot
 
 server = FastMCP('image-test-server')
 

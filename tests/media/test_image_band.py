@@ -4,6 +4,7 @@ larger ones as a copy that fits every provider, their originals stored byte for 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,13 @@ from ._images import (
 pytestmark = pytest.mark.anyio
 
 
+Calls = list[tuple[str, dict[str, Any]]]
+
+
 class Scripted:
     """A model that calls `calls` one step after another (each a list of calls), recording every request."""
 
-    def __init__(self, *steps: list[tuple[str, dict[str, Any]]] | Any) -> None:
+    def __init__(self, *steps: Calls | Callable[[list[ModelMessage]], Calls]) -> None:
         self.steps = list(steps)
         self.requests: list[list[ModelMessage]] = []
         self.tools: list[list[str]] = []
@@ -55,7 +59,8 @@ class Scripted:
             step = len(self.requests) - 1
             if step >= len(self.steps):
                 return ModelResponse(parts=[TextPart('done')])
-            calls = self.steps[step](messages) if callable(self.steps[step]) else self.steps[step]
+            planned = self.steps[step]
+            calls = planned(messages) if callable(planned) else planned
             return ModelResponse(
                 parts=[ToolCallPart(name, args, tool_call_id=f'c{step}_{i}') for i, (name, args) in enumerate(calls)]
             )

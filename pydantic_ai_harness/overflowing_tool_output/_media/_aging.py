@@ -67,7 +67,11 @@ class ImageAging:
     def tokens(self, part: ToolReturnPart, count: Callable[[str], int]) -> int:
         """Tokens of `part`: its text, counted, and each image as the provider counts it."""
         text = part.model_response_str()
-        return (count(text) if text else 0) + sum(self._image_tokens(item) for item in part.files)
+        return (count(text) if text else 0) + self.image_tokens(part)
+
+    def image_tokens(self, part: ToolReturnPart) -> int:
+        """Tokens of `part`'s images alone, as the provider counts them (0 for a part without images)."""
+        return sum(self._image_tokens(item) for item in part.files if is_image(item))
 
     def _image_tokens(self, item: object) -> int:
         if not isinstance(item, BinaryContent):
