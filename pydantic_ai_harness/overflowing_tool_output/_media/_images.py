@@ -84,12 +84,14 @@ async def fit_result_images(
         if content is not None
         else None
     )
-    if not records:
-        return result
+    if new_value is value and new_content is content:
+        return result  # every image fits as it is
     return ToolReturn(
         return_value=new_value,
         content=new_content,
-        metadata=with_notes(envelope.metadata if envelope is not None else None, {IMAGES_KEY: records}),
+        metadata=with_notes(envelope.metadata if envelope is not None else None, {IMAGES_KEY: records})
+        if records
+        else (envelope.metadata if envelope is not None else None),
         tools=envelope.tools if envelope is not None else None,
     )
 

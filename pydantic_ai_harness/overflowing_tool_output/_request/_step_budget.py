@@ -155,7 +155,8 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
         position = calls[part.tool_call_id][0]
         rendered = render_value(part.content)
         reducible = (
-            not tools.exempt(part.tool_name)
+            rendered.kind != 'multimodal'  # files (images): the image band fitted them already; no action cuts them
+            and not tools.exempt(part.tool_name)
             and part.outcome in _REDUCIBLE_OUTCOMES
             and not _reduced_already(part.metadata)
             and tools.action_for(part.tool_name) is not None
