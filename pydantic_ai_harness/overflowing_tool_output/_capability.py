@@ -53,6 +53,7 @@ from ._events import (
     warn,
 )
 from ._media import ImageBand, build_view_toolset, fit_result_images, is_view_tool
+from ._media._durable import fit_answer, fit_through
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
 from ._redaction._secrets import SecretRedaction
@@ -357,7 +358,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         try:
             images = self.images if self.bands_for(tool_def.name) else None  # `per_tool={name: []}`: left as is
             if images is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
-                result = await fit_result_images(ctx, call, result, images, self._write)
+                fit = partial(fit_through, self._fit_image_durably)
+                result = await fit_result_images(ctx, call, result, images, self._write, fit)
             with naming(run_names(ctx)):  # previews name the query tools as this run offers them
                 return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -479,6 +481,15 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
         return await store_write(store_for_run(self._resolved_store, ctx, self.workspace), key, data, timeout)
+
+    @durable_operation(name='overflow_fit_image')
+    async def _fit_image_durably(
+        self, ctx: RunContext[AgentDepsT], data_b64: str, info: dict[str, Any], target: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Fit one image (`_media`): a durable unit under an engine, so workflow code never decodes an image (seconds
+        of CPU) and a replay reuses the recorded copy. Refusals are returned, not raised, so they are recorded too.
+        """
+        return await fit_answer(data_b64, info, target)
 
     @durable_operation(name='overflow_payload_size')
     async def _payload_size_durably(

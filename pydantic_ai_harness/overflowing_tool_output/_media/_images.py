@@ -8,6 +8,7 @@ replaced by a line saying why; none is dropped silently. What was stored is reco
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,7 +28,17 @@ from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
 from ._setting import ImageBand
 from ._sniff import ImageInfo
 
-__all__ = ('IMAGES_KEY', 'ImageWriter', 'fit_result_images', 'holds_images', 'is_image')
+__all__ = (
+    'IMAGES_KEY',
+    'Fitter',
+    'ImageWriter',
+    'fit_in_worker',
+    'fit_result_images',
+    'fitted_from_json',
+    'fitted_to_json',
+    'holds_images',
+    'is_image',
+)
 
 IMAGES_KEY = 'overflow_images'
 """The metadata key listing the images of a return that were stored: handle, key, type, size and what was sent."""
@@ -36,6 +47,31 @@ _T = TypeVar('_T')
 
 ImageWriter = Callable[[RunContext[Any], str, bytes, float], Awaitable[tuple[str | None, str]]]
 """The capability's (durable) store write: `(ctx, key, data, timeout)` -> `(handle, '')` or `(None, why not)`."""
+
+
+Fitter = Callable[[RunContext[Any], bytes, ImageInfo, ImageTarget], Awaitable[FittedImage]]
+"""Makes the fitted copy (`fit_image`), raising `ImageRefused`: in a worker thread, or in a durable operation."""
+
+
+async def fit_in_worker(ctx: RunContext[Any], data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
+    """`fit_image` in a worker thread (in place in durable workflow code, which may not start one)."""
+    return await _in_worker(ctx, partial(fit_image, data, info, target), large=True)
+
+
+def fitted_to_json(fitted: FittedImage | ImageRefused) -> dict[str, Any]:
+    """A fit's outcome as plain data, as a durable operation records it."""
+    if isinstance(fitted, ImageRefused):
+        return {'error': str(fitted)}
+    encoded = base64.b64encode(fitted.data).decode('ascii')
+    return {'data': encoded, 'media_type': fitted.media_type, 'width': fitted.width, 'height': fitted.height}
+
+
+def fitted_from_json(answer: dict[str, Any]) -> FittedImage:
+    """The outcome `fitted_to_json` wrote; raises `ImageRefused` for a refusal."""
+    if 'error' in answer:
+        raise ImageRefused(str(answer['error']))
+    data = base64.b64decode(str(answer['data']))
+    return FittedImage(data, str(answer['media_type']), int(answer['width']), int(answer['height']))
 
 
 def is_image(item: object) -> TypeIs[BinaryContent]:
@@ -61,10 +97,16 @@ class _Unit:
     setting: ImageBand
     write: ImageWriter
     records: list[dict[str, Any]]
+    fit: Fitter
 
 
 async def fit_result_images(
-    ctx: RunContext[Any], call: ToolCallPart, result: object, setting: ImageBand, write: ImageWriter
+    ctx: RunContext[Any],
+    call: ToolCallPart,
+    result: object,
+    setting: ImageBand,
+    write: ImageWriter,
+    fit: Fitter = fit_in_worker,
 ) -> object:
     """`result` with each of its images fitted to the serving model (`result` itself when each fits already).
 
@@ -78,9 +120,9 @@ async def fit_result_images(
     target = setting.target(ctx.model)
     records: list[dict[str, Any]] = []
     base = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
-    new_value = await _fit_value(_Unit(ctx, call, f'{base}/image', target, setting, write, records), value)
+    new_value = await _fit_value(_Unit(ctx, call, f'{base}/image', target, setting, write, records, fit), value)
     new_content = (
-        await _fit_value(_Unit(ctx, call, f'{base}/content/image', target, setting, write, records), content)
+        await _fit_value(_Unit(ctx, call, f'{base}/content/image', target, setting, write, records, fit), content)
         if content is not None
         else None
     )
@@ -140,7 +182,7 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
         warn(f'An image returned by `{unit.call.tool_name}` was not shown to the model: {why}')
         return [await _not_sent(unit, image, index, info, why)]
     try:
-        fitted = await _in_worker(unit.ctx, partial(fit_image, data, info, unit.target), large=True)
+        fitted = await unit.fit(unit.ctx, data, info, unit.target)
     except ImageRefused as exc:
         return [await _not_sent(unit, image, index, info, str(exc))]
     copy = BinaryImage(fitted.data, media_type=fitted.media_type)
