@@ -179,6 +179,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
     _loop: BandLoop = field(init=False, repr=False, compare=False)
     _requests: RequestSide = field(init=False, repr=False, compare=False)
+    _view_toolset: AbstractToolset[Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         warn_on_clash()  # once per process; this class is upstream's `ToolOutputLimits` when upstream won the files
@@ -207,6 +208,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError(f'images must be an ImageBand or None, got {type(self.images).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
+        self._view_toolset = self._build_view_toolset()
         self._summarize_actions = summarize_actions(self._band_lists())
         self._loop = BandLoop(
             self.bands_for,
@@ -285,15 +287,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools (`_text_toolset`), and the image view tool once a conversation holds a stored image."""
         toolset = self._text_toolset()
-        if self.images is None:
+        view = self._view_toolset
+        if view is None:
             return toolset
+        return view if toolset is None else CombinedToolset([toolset, view])
+
+    def _build_view_toolset(self) -> AbstractToolset[Any] | None:
+        """The image view tool, built once (its schema is generated with it)."""
+        if self.images is None:
+            return None
         store, spill = self._resolved_store, self.workspace
 
         def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
             return route_for_run(store, spill)(ctx, handle) if spill is not None else store
 
-        view = build_view_toolset(self.images, route, store_timeout=self.images.timeout)
-        return view if toolset is None else CombinedToolset([toolset, view])
+        return build_view_toolset(self.images, route, store_timeout=self.images.timeout)
 
     def _text_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools the model pages back into spills with; none when no setting can ever store an output.
