@@ -94,7 +94,7 @@ def _request_tokens(messages: list[ModelMessage], count: Any) -> tuple[int, int]
                 if isinstance(content, str):
                     text += count(content)
                 elif isinstance(content, list):
-                    text += sum(count(item) for item in content if isinstance(item, str))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+                    text += sum(count(item) for item in content if isinstance(item, str))
     images = images_sent(messages)
     pixels = [sniff_image(image.data) for image in images]
     return text + sum(price(info.width, info.height) for info in pixels if info is not None), sum(
