@@ -94,7 +94,7 @@ async def test_the_view_tool_refuses_a_stored_bomb_without_decoding_it(tmp_path:
     await agent.run('look', run_id='run-1')
     (answer,) = last_returns(script.requests[2])
     assert answer.content == snapshot(
-        "The payload '0n29rk9asg' cannot be shown as an image: its header declares 100000x100000 px (10,000,000,000 pixels), over the 100,000,000 decoded here (a decompression bomb, or too large to process), so it was not decoded."
+        "The payload '0n29rk9asg' cannot be shown as an image: its header declares 100000x100000 px (10,000,000,000 pixels), over the 89,000,000 decoded here (a decompression bomb, or too large to process), so it was not decoded."
     )
 
 

@@ -12,9 +12,8 @@ import base64
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 from pydantic_ai.messages import BinaryContent, BinaryImage, ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
@@ -22,6 +21,7 @@ from typing_extensions import TypeIs
 from ..._typing import is_array
 from .._actions._unit import with_notes
 from .._events import warn
+from .._offload import off_loop
 from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image, fits, pillow_available, read_info
 from ._limits import ImageTarget
 from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
@@ -43,8 +43,6 @@ __all__ = (
 IMAGES_KEY = 'overflow_images'
 """The metadata key listing the images of a return that were stored: handle, key, type, size and what was sent."""
 
-_T = TypeVar('_T')
-
 ImageWriter = Callable[[RunContext[Any], str, bytes, float], Awaitable[tuple[str | None, str]]]
 """The capability's (durable) store write: `(ctx, key, data, timeout)` -> `(handle, '')` or `(None, why not)`."""
 
@@ -55,7 +53,7 @@ Fitter = Callable[[RunContext[Any], bytes, ImageInfo, ImageTarget], Awaitable[Fi
 
 async def fit_in_worker(ctx: RunContext[Any], data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
     """`fit_image` in a worker thread (in place in durable workflow code, which may not start one)."""
-    return await _in_worker(ctx, partial(fit_image, data, info, target), large=True)
+    return await off_loop(ctx, partial(fit_image, data, info, target), large=True)
 
 
 def fitted_to_json(fitted: FittedImage | ImageRefused) -> dict[str, Any]:
@@ -170,7 +168,7 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     setting = unit.setting
     info: ImageInfo | None = None
     try:
-        info = await _in_worker(unit.ctx, partial(read_info, data, setting.max_decode_pixels), large=True)
+        info = await off_loop(unit.ctx, partial(read_info, data, setting.max_decode_pixels), large=True)
     except ImageRefused as exc:
         return [await _not_sent(unit, image, index, None, str(exc))]
     except PillowMissing:
@@ -222,10 +220,3 @@ async def _store(
         }
     )
     return handle, ''
-
-
-async def _in_worker(ctx: RunContext[Any], work: Callable[[], _T], *, large: bool) -> _T:
-    """Decoding and encoding run in a worker thread (in place in durable workflow code, which may not start one)."""
-    if large and not ctx.in_durable_context:
-        return await anyio.to_thread.run_sync(work)
-    return work()
