@@ -81,7 +81,12 @@ def holds_images(value: object) -> bool:
     """Whether a return value (or `ToolReturn.content`) is an image or a list or tuple holding one."""
     if is_image(value):
         return True
-    return is_array(value) and any(is_image(item) for item in value)
+    if not is_array(value) or not value:
+        return False
+    # The types first, at C speed: a 200,000-element list of records is decided without a Python-level loop.
+    if not any(issubclass(kind, BinaryContent) for kind in set(map(type, value))):
+        return False
+    return any(is_image(item) for item in value)
 
 
 @dataclass
