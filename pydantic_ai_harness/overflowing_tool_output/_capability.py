@@ -30,15 +30,15 @@ from ._actions._bands import (
     default_bands,
     plainly_below,
     sorted_bands,
+    summarize_actions,
 )
 from ._actions._spill import store_write
 from ._actions._summarize import (
     DEFAULT_SUMMARY_PROMPT,
     OverflowConfigurationError,
-    RunLocks,
     SummaryOutcome,
     SummaryRequest,
-    summarize_actions,
+    SummaryRun,
     summarize_in_place,
     validate_summary_prompt,
 )
@@ -219,10 +219,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self._resolved_store,
             self.workspace,
             self._write,
-            self._summarize_durably,
-            self._summarize_actions,
-            self.summary_prompt,
-            RunLocks(),
+            SummaryRun(self._summarize_actions, self.summary_prompt, self._summarize_durably),
         )
         self._requests = RequestSide(
             self._loop,

@@ -1,8 +1,9 @@
 """The band and fallback loop: a return (or a failure text) measured, its band picked, its action run and, where
 the action cannot, its `then` fallbacks, until one reduces it or none is left.
 
-The actions live in modules of their own names (`_truncate`, `_spill`, `_summarize`); each gets an
-`ActionContext` (`_unit`) and answers a `Reduced` or the reason it could not. The capability builds one loop over
+Every action answers `reduce(unit)` (`_action`; each lives in a module of its own name: `_truncate`, `_spill`,
+`_summarize`): it gets an `ActionContext` (`_unit`) and answers a `Reduced` or the reason it could not; the loop
+never asks which action it holds. The capability builds one loop over
 its configuration and calls it from `after_tool_execute` and from the request-time rules.
 """
 
@@ -21,21 +22,9 @@ from .._offload import large_container, large_text, off_loop
 from .._rendering._render import Rendered, measure, render_content, render_value
 from ..stores import OverflowStore
 from ..stores._workspace import WorkspaceSpill
-from ._bands import (
-    Action,
-    Band,
-    Passthrough,
-    Spill,
-    Summarize,
-    Truncate,
-    action_chain,
-    context_of,
-    pick_band,
-    uses_context,
-)
-from ._spill import spill
-from ._summarize import DurableSummary, RunLocks, summarize
-from ._truncate import truncate
+from ._action import action_chain
+from ._bands import Band, context_of, pick_band, uses_context
+from ._summary_run import SummaryRun
 from ._unit import (
     ActionContext,
     Reduced,
@@ -94,17 +83,8 @@ class BandLoop:
     write: RunWriter
     """The capability's durable store write."""
 
-    summarize_durably: DurableSummary
-    """The capability's durable summarize operation, by the index of the action in `summarize_actions`."""
-
-    summarize_actions: tuple[Summarize, ...]
-    """Every `Summarize` action of the configuration, in a stable order (the durable operation names them by index)."""
-
-    summary_prompt: str
-    """The prompt `Summarize` sends."""
-
-    summary_locks: RunLocks
-    """Per-run locks that keep one summarizer call at a time."""
+    summaries: SummaryRun
+    """What a `Summarize` needs from the capability: its prompt, durable operation and per-run locks."""
 
     def _writer(self, ctx: RunContext[Any]) -> Writer:
         write = self.write
@@ -181,7 +161,7 @@ class BandLoop:
         if band is None:
             return left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':
-            if not isinstance(band.action, Passthrough):
+            if band.action.reduces:
                 warn(
                     f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and '
                     'cannot be reduced safely; it was left as is'
@@ -199,13 +179,14 @@ class BandLoop:
             store=self.store,
             workspace=self.workspace,
             takes_arguments=takes_arguments,
+            summaries=self.summaries,
         )
         tried: list[str] = []
         for action in action_chain(band.action):
             tried.append(type(action).__name__)
-            reduced, reason = await self.apply(action, action_unit)
+            reduced, reason = await action.reduce(action_unit)
             if reduced is not None and not_smaller(reduced, rendered):
-                if not isinstance(action, Summarize):
+                if not action.summarizes:
                     # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
                     return left_as_is(rendered, original, call.tool_name)
                 # A summary at least as long as the output is no summary: the fallback decides.
@@ -215,27 +196,9 @@ class BandLoop:
                 reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))
                 return reduced
-            if isinstance(action, Passthrough):
+            if not action.reduces:
                 break
             then = action.then
             what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
             warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
         return left_as_is(rendered, original, call.tool_name)
-
-    async def apply(self, action: Action, unit: ActionContext) -> tuple[Reduced | None, str]:
-        """Run one action. Returns the replacement, or `None` and why it could not run."""
-        if isinstance(action, Passthrough):
-            return None, 'passthrough'
-        if isinstance(action, Truncate):
-            return truncate(action, unit)
-        if isinstance(action, Spill):
-            return await spill(action, unit)
-        index = next(i for i, known in enumerate(self.summarize_actions) if known is action)
-        return await summarize(
-            action,
-            unit,
-            index=index,
-            prompt=self.summary_prompt,
-            durable=self.summarize_durably,
-            locks=self.summary_locks,
-        )

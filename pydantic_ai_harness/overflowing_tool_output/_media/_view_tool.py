@@ -73,7 +73,8 @@ def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
 
 def _serving_model(ctx: RunContext[Any]) -> Any:
     """The run's model, or `None` where the run context does not carry it (a Temporal activity): then the image is
-    fitted to the defaults every provider accepts."""
+    fitted to the defaults every provider accepts.
+    """
     try:
         return ctx.model
     except Exception:  # noqa: BLE001 - pydantic-ai's durable run contexts raise their own errors for missing fields
