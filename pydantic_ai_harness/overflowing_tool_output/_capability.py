@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult, durable_operation
+from pydantic_ai.capabilities import CompactionRequest, CompactionResult, durable_operation
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
@@ -52,6 +52,8 @@ from ._events import (
     report_run,
     warn,
 )
+from ._media import is_view_tool
+from ._media._hooks import ImageHooks
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
 from ._redaction._secrets import SecretRedaction
@@ -83,7 +85,7 @@ __all__ = ('OverflowingToolOutput',)
 
 
 @dataclass
-class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
+class OverflowingToolOutput(ImageHooks[AgentDepsT]):
     """Reduce oversized tool returns when they are produced, so the reduced form is what persists in history.
 
     Tool returns stay in the message history, so an oversized one is paid for again on every later model
@@ -198,6 +200,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
+        self._set_up_images(self._resolved_store, self.workspace, self._write)
         self._summarize_actions = summarize_actions(self._band_lists())
         self._loop = BandLoop(
             self.bands_for,
@@ -218,7 +221,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self.compaction,
             self._aging_kit(),
             self._per_tool_desc,
-            offers_query_tools=self.get_toolset() is not None,
+            offers_query_tools=self._text_toolset() is not None,
         )
         load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
@@ -270,13 +273,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     # --- hooks ---------------------------------------------------------------------------------------
 
-    def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
-        """The query tools the model pages back into spills with; none when no setting can ever store an output.
-
-        Tool definitions are sent with every request, so a configuration that only truncates (or summarizes
-        without keeping the original) pays nothing for them. When one can store, they are offered from the first
-        request on, so the tool list never changes within a run.
-        """
+    def _text_toolset(self) -> AbstractToolset[AgentDepsT] | None:
+        """The query tools, offered from the first request on; none when no setting can ever store (`get_toolset`)."""
         # A step budget without an action uses each tool's smallest band, which may be any of them: keep the tools.
         budget_picks_any_band = self.step_budget is not None and self.step_budget.action is None
         if not budget_picks_any_band and self.aging is None and not uses_store(self._band_lists()):
@@ -321,7 +319,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         result: Any,
     ) -> Any:
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
-        if is_query_tool(tool_def):
+        if is_query_tool(tool_def) or is_view_tool(tool_def):
             return result  # our own query tools (under any name): their output is already bounded
         if self._withholding is not None:
             selected = partial(matches_tool_selector, self.tool_filter, ctx, tool_def)
@@ -331,6 +329,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         ):
             return result  # the common case, decided without rendering or allocating anything
         try:
+            result = await self._fit_images(ctx, call, tool_def, result, self.tool_filter)
             with naming(run_names(ctx)):  # previews name the query tools as this run offers them
                 return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -397,6 +396,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self._checked_payload_size,
             lambda handle: Place(**handle_place(store, spill, handle)),
             spill_timeout(self._band_lists()),
+            self.images,
         )
 
     async def _checked_payload_size(
