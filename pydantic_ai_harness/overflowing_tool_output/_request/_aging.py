@@ -49,6 +49,7 @@ __all__ = (
     'due_returns',
     'is_aged',
     'query_stub',
+    'report_batch',
     'savings_of',
 )
 
@@ -541,6 +542,14 @@ async def age_request(
     batch = await age_history(messages, aging, tools)
     if batch is None:
         return {}
+    await report_batch(ctx, messages, batch, tools)
+    return batch.replacements
+
+
+async def report_batch(
+    ctx: RunContext[Any], messages: Sequence[ModelMessage], batch: AgedBatch, tools: AgingTools
+) -> None:
+    """Report an aged batch of `messages`: an `OverflowAged` event, and a warning when a write failed."""
     if batch.failure:
         warn(
             'Aging could not store an old tool return; it and the rest of its batch stay in the context: '
@@ -556,4 +565,3 @@ async def age_request(
             prefix_breaks=aged_in_run(aged_messages, tools.run_id).batches,
         )
         await report_aged(ctx, event)
-    return batch.replacements

@@ -30,6 +30,7 @@ from .._rendering._render import Rendered
 from ._aging import Aging
 from ._aging_rule import AgingKit, AgingRule
 from ._compaction import LosslessCompaction, compact_losslessly, tool_tokens
+from ._image_totals_rule import ImageTotalsRule
 from ._ledger import HandleLedger
 from ._request_rules import (
     FailureBands,
@@ -98,6 +99,8 @@ class RequestSide:
             )
         if self.aging is not None:
             rules.append(AgingRule(self.aging, self.kit))
+        if self.kit.images is not None:
+            rules.append(ImageTotalsRule(self.kit))  # last: what the rules before it left must fit the provider
         self.rules = tuple(rules)
 
     async def prepare(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> ModelRequestContext:
