@@ -52,6 +52,7 @@ from ._events import (
     report_run,
     warn,
 )
+from ._media._steps import secret_check
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
 from ._redaction._secrets import SecretRedaction
@@ -212,6 +213,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self._summarize_actions,
             self.summary_prompt,
             RunLocks(),
+            keep_blob_text=secret_check(self._withholding),
         )
         self._requests = RequestSide(
             self._loop,

@@ -1,0 +1,139 @@
+"""The media step of the band loop: a unit over its band that is a PDF, or holds base64 blobs, is taken apart first.
+
+- A PDF: the file is stored unchanged; what goes on through the band's action is its text, page by page (a log
+  whose page `N` starts with the line `=== page N/<pages> ===`), behind a line saying what the file was.
+- A text or JSON value holding base64 blobs (data URLs, long base64 runs): each blob is stored as the bytes it
+  encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob.
+
+Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers what to reduce instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from .._actions._unit import ActionContext
+from .._offload import OFF_LOOP_BYTES, off_loop
+from .._query_tools._names import offered_names
+from .._redaction._withhold import SecretWithholding
+from .._rendering._markers import format_bytes
+from .._rendering._render import Rendered, stored_form
+from ._blobs import Blob, blob_marker, find_blobs, replace_blobs
+from ._pdf import PdfDigest, is_pdf, page_line, read_pdf
+
+__all__ = ('MediaStep', 'media_step', 'secret_check')
+
+_MISSING_HINT = "install 'pydantic-ai-harness-context[media]' to read its pages"
+
+
+@dataclass(frozen=True)
+class MediaStep:
+    """What the band loop reduces instead of a unit that held a document or base64 blobs."""
+
+    header: str
+    """The line in front of what the model sees: what the unit held, and the handle of its unchanged original."""
+
+    handle: str
+    """Where the original is stored, byte for byte."""
+
+    nbytes: int
+    """Bytes of the original."""
+
+    rendered: Rendered | None
+    """What goes on through the band's action (the text, the text with markers); `None`: the header is all."""
+
+
+def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], bool] | None:
+    """With secret redaction on: whether a blob's decoded text holds a secret (it then stays where it was, encoded,
+    and is never stored where the model could read it decoded).
+    """
+    if withholding is None:
+        return None
+    mask = withholding.mask_text
+
+    def holds_secret(data: bytes) -> bool:
+        return bool(mask(data.decode('utf-8', 'replace'))[1])
+
+    return holds_secret
+
+
+async def media_step(
+    unit: ActionContext, *, timeout: float, keep_text: Callable[[bytes], bool] | None
+) -> tuple[MediaStep | None, str]:
+    """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob."""
+    rendered = unit.rendered
+    if rendered.data is not None:
+        if is_pdf(rendered.data, rendered.media_type):
+            return await _document(unit, rendered.data, timeout)
+        return None, ''
+    if rendered.kind not in ('text', 'structured'):
+        return None, ''
+    text = rendered.text
+    if 'data:' not in text and len(text) < 1024:
+        return None, ''  # nothing a blob could be (the scan is cheap, but this is cheaper)
+    blobs = await off_loop(unit.run, partial(find_blobs, text, keep_text=keep_text), large=len(text) > OFF_LOOP_BYTES)
+    if not blobs:
+        return None, ''
+    return await _blobs(unit, blobs, timeout)
+
+
+async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[MediaStep | None, str]:
+    handle, reason = await unit.write(f'{unit.key}/original', data, timeout)
+    if handle is None:
+        return None, reason
+    digest = await off_loop(unit.run, partial(read_pdf, data), large=True)
+    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data))
+    log = digest.text_log() if digest.pages is not None else ''
+    return MediaStep(header, handle, len(data), Rendered('text', log) if log else None), ''
+
+
+def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -> str:
+    """The line in front of a PDF's text: what the file is, where it is kept, how its pages are found."""
+    saved = f"`{tool_name}` returned a PDF ({format_bytes(nbytes)}), saved unchanged as handle '{handle}'"
+    if digest.missing:
+        return f'[{saved}; {_MISSING_HINT} ({digest.missing} is not installed).]\n'
+    if digest.pages is None:
+        return f'[{saved}; its pages cannot be read: {digest.error}.]\n'
+    pages = digest.pages
+    if not any(digest.texts):
+        return f'[{saved}: {pages} pages, none with text to read (scanned images?).]\n'
+    stopped = f' ({digest.stopped})' if digest.stopped else ''
+    first = page_line(2 if pages > 1 else 1, pages)
+    return (
+        f'[{saved}: {pages} pages. Its text follows{stopped}, each page starting with a line like `{first}`; '
+        f"{offered_names().grep}(handle, pattern='{first}') gives that page's line.]\n"
+    )
+
+
+async def _blobs(unit: ActionContext, blobs: list[Blob], timeout: float) -> tuple[MediaStep | None, str]:
+    rendered = unit.rendered
+    original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
+    handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
+    if handle is None:
+        return None, reason
+    markers: list[str] = []
+    for number, blob in enumerate(blobs, 1):
+        blob_handle, reason = await unit.write(f'{unit.key}/blob-{number}', blob.data, timeout)
+        if blob_handle is None:
+            return None, reason
+        markers.append(blob_marker(blob, blob_handle, view=None))
+    text = rendered.text
+    replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
+    decoded = format_bytes(sum(len(blob.data) for blob in blobs))
+    what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
+    header = (
+        f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
+        f"saved apart and marked below; the text as returned is handle '{handle}'.]\n"
+    )
+    return MediaStep(header, handle, len(original), Rendered('text', replaced)), ''
+
+
+def _original_bytes(rendered: Rendered) -> bytes:
+    """A text exactly as the tool returned it (UTF-8, lone surrogates kept); a structured value in its stored JSON
+    layout, as a spill stores it.
+    """
+    if rendered.kind == 'text':
+        return rendered.text.encode('utf-8', 'surrogatepass')
+    return stored_form(rendered)[1]
