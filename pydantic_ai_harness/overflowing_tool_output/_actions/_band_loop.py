@@ -61,6 +61,11 @@ _MEDIA_WRITE_TIMEOUT = 30.0
 """Seconds a media step's store writes may take when the band's actions set no spill timeout."""
 
 
+def _stores(band: Band) -> bool:
+    """Whether the band's actions store the original (a `Spill` or a `Summarize`), so the media step may too."""
+    return any(isinstance(action, (Spill, Summarize)) for action in action_chain(band.action))
+
+
 def _step_timeout(band: Band) -> float:
     """The write timeout of the band's first `Spill`, else `_MEDIA_WRITE_TIMEOUT`."""
     return next(
@@ -218,7 +223,7 @@ class BandLoop:
             workspace=self.workspace,
             takes_arguments=takes_arguments,
         )
-        if media and not isinstance(band.action, Passthrough):
+        if media and _stores(band):
             step, reason = await media_step(action_unit, timeout=_step_timeout(band), keep_text=self.keep_blob_text)
             if reason:
                 warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')

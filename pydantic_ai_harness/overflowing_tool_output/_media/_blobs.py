@@ -9,8 +9,8 @@ What counts as a blob, so base64-looking text that is not one stays exactly as i
 - a data URL, `data:<type>[;param=value]*;base64,<payload>`, whose payload is at least `DATA_URL_MIN_CHARS`;
 - a bare run of at least `BARE_MIN_CHARS` characters of one base64 alphabet (standard or URL-safe), delimited by
   characters outside both alphabets, holding upper case, lower case and digits (a hex digest or a word does not),
-  that decodes strictly and decodes to binary data (base64 of text stays: it may hold a secret the redaction
-  cannot see while encoded, and the model may have been meant to read it as it is).
+  that decodes strictly to binary data of a known format, or uses most of the alphabet as compressed data does (a
+  repeated pattern does not). Base64 of text stays: it may hold a secret the redaction cannot see while encoded.
 
 Every step is linear in the text: runs are found by a regex that cannot start inside a run (a lookbehind), data
 URL headers by `str.find` and a bounded match, so attacker text costs one pass whatever it holds.
@@ -59,6 +59,11 @@ _DATA_URL_HEADER = re.compile(
 """The header of a base64 data URL (RFC 2397), bounded in every part so a match attempt costs a few hundred steps."""
 
 _PAYLOAD = re.compile(r'[A-Za-z0-9+/]*={0,2}')
+
+_VARIETY_SAMPLE = 4096
+_MIN_VARIETY = 48
+"""A bare run of unknown format must use this many distinct characters in its first `_VARIETY_SAMPLE`: base64 of
+compressed or random data uses all 64 within a few hundred characters; a repeated pattern uses a handful."""
 
 _MIXED = (re.compile(r'[A-Z]'), re.compile(r'[a-z]'), re.compile(r'[0-9]'))
 
@@ -147,6 +152,8 @@ def _bare_runs(text: str) -> Iterator[Blob]:
         if data is None or not _is_binary(data):
             continue
         kind = binary_format(data[:16])
+        if kind is None and len(set(run[:_VARIETY_SAMPLE])) < _MIN_VARIETY:
+            continue  # a pattern repeated (a test token, padding), not the encoding of a file
         yield Blob(match.start(), match.end(), kind[1] if kind else 'application/octet-stream', data, data_url=False)
 
 

@@ -125,7 +125,7 @@ async def _blobs(unit: ActionContext, blobs: list[Blob], timeout: float) -> tupl
     what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
     header = (
         f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
-        f"saved apart and marked below; the text as returned is handle '{handle}'.]\n"
+        f"saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
     )
     return MediaStep(header, handle, len(original), Rendered('text', replaced)), ''
 

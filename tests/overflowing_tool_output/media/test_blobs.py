@@ -10,13 +10,22 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 from PIL import Image
 from pydantic_ai import Agent
 
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from examples._scripted import cl100k_counter
+from pydantic_ai_harness.overflowing_tool_output import (
+    Band,
+    LocalFileStore,
+    OverflowingToolOutput,
+    SecretRedaction,
+    Spill,
+)
+from pydantic_ai_harness.overflowing_tool_output._actions._bands import default_bands
 
 from .._scripted_queries import RUN_ID, Script
 
@@ -49,7 +58,7 @@ async def test_a_json_page_holding_a_3_mb_data_url(tmp_path: Path) -> None:
     await agent.run('Open the page', run_id=RUN_ID)
     (shown,) = script.shown
     assert shown == snapshot("""\
-[`browse` returned 3.0 MB holding a base64 blob (2.3 MB decoded), saved apart and marked below; the text as returned is handle '7217zk37ff'.]
+[`browse` returned 3.0 MB holding a base64 blob (2.3 MB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
 {"url": "https://example.com/", "title": "Example", "screenshot": "[image/png data URL, 2.3 MB, saved as handle 'rn01cc9y9a']", "status": 200}\
 """)
     header, body = shown.split('\n', 1)
@@ -57,3 +66,132 @@ async def test_a_json_page_holding_a_3_mb_data_url(tmp_path: Path) -> None:
     original, blob = _handles(header)[0], _handles(body)[0]
     assert await store.read(original) == page.encode()
     assert await store.read(blob) == png
+    count = cl100k_counter()
+    assert (count(page), count(shown), count(header)) == snapshot((2160780, 92, 43))
+
+
+GITHUB = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
+
+
+async def _run(
+    value: object, tmp_path: Path, *, bands: list[Band] | None = None, redact_secrets: SecretRedaction | None = None
+) -> tuple[str, LocalFileStore]:
+    """One real run whose tool returns `value`; what the model was shown, and the store."""
+    store = LocalFileStore(base_dir=tmp_path)
+    script = Script([('fetch', {})], lambda handles: [])
+    capability = OverflowingToolOutput[Any](
+        store=store, bands=bands if bands is not None else default_bands(), redact_secrets=redact_secrets
+    )
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='fetch')(lambda: value)
+    await agent.run('Fetch it', run_id=RUN_ID)
+    (shown,) = script.shown
+    return shown, store
+
+
+async def test_a_dict_holding_a_data_url_and_a_bare_base64_file(tmp_path: Path) -> None:
+    """A structured return: both blobs move out, the rest of the value is shown as the JSON it was."""
+    png = _noise_png(64, 64)
+    gzip_file = b'\x1f\x8b\x08\x00' + random.Random(3).randbytes(4_000)
+    value = {
+        'avatar': 'data:image/png;base64,' + base64.b64encode(png).decode(),
+        'attachment': base64.urlsafe_b64encode(gzip_file).decode().rstrip('='),
+        'rows': [{'id': i, 'name': f'user {i}'} for i in range(3)],
+    }
+    shown, store = await _run(value, tmp_path, bands=[Band(over=2_000, action=Spill())])
+    assert shown == snapshot("""\
+[`fetch` returned 22.0 KB holding 2 base64 blobs (16.4 KB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
+{"avatar":"[image/png data URL, 12.4 KB, saved as handle 'rn01cc9y9a']","attachment":"[application/gzip base64, 4.0 KB, saved as handle 'hsjhhpngnc']","rows":[{"id":0,"name":"user 0"},{"id":1,"name":"user 1"},{"id":2,"name":"user 2"}]}\
+""")
+    header, body = shown.split('\n', 1)
+    assert json.loads(body)['rows'][2] == {'id': 2, 'name': 'user 2'}
+    avatar, attachment = _handles(body)
+    assert await store.read(avatar) == png
+    assert await store.read(attachment) == gzip_file
+    assert json.loads(await store.read(_handles(header)[0])) == value
+
+
+_NEAR_MISSES = {
+    'hex digest': 'f' * 64 + '0123456789abcdef' * 200,
+    'a long word': 'A' * 3_000,
+    'a repeated token': 'eyJhbGciOi' * 3_000 + 'MARK' + 'Zm9vYmFy' * 2_000,
+    'base64 of text': base64.b64encode(('the quick brown fox ' * 200).encode()).decode(),
+    'a wrong length': base64.b64encode(random.Random(1).randbytes(3_000)).decode()[:-3],
+    'two alphabets': base64.b64encode(random.Random(2).randbytes(3_000)).decode() + '-_' * 2,
+    'a JWT with a long payload': 'eyJhbGciOiJIUzI1NiJ9.'
+    + base64.urlsafe_b64encode(json.dumps({'claims': list(range(600))}).encode()).decode().rstrip('=')
+    + '.'
+    + base64.urlsafe_b64encode(random.Random(4).randbytes(32)).decode().rstrip('='),
+    'not a base64 data URL': 'data:text/plain,' + 'hello%20world' * 200,
+    'a short data URL': 'data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7',
+    'a data URL with a bad payload': 'data:image/png;base64,' + 'QUJD' * 300 + 'Q',
+}
+
+
+@pytest.mark.parametrize('name', list(_NEAR_MISSES))
+async def test_a_near_miss_is_left_exactly_as_it_was(name: str, tmp_path: Path) -> None:
+    """Base64-looking text that is no blob reaches the spill unchanged: no marker, and a read gives it back."""
+    text = f'before {_NEAR_MISSES[name]} after\n' * 3 + 'padding line\n' * 200
+    shown, store = await _run(text, tmp_path, bands=[Band(over=2_000, action=Spill())])
+    assert 'base64 blob' not in shown and 'data URL,' not in shown
+    handle = re.search(r"under handle '([^']+)'", shown)
+    assert handle is not None, shown[:300]
+    assert await store.read(handle.group(1)) == text.encode()
+
+
+async def test_a_secret_encoded_in_a_data_url_stays_encoded_with_redaction_on(tmp_path: Path) -> None:
+    """Decoded, the data URL's text would show a token redaction never saw: it is left in place, encoded."""
+    env = f'GITHUB_TOKEN={GITHUB}\n' + 'X=1\n' * 100
+    url = 'data:text/plain;base64,' + base64.b64encode(env.encode()).decode()
+    text = json.dumps({'env': url, 'pad': 'y' * 3_000})
+    shown, _ = await _run(text, tmp_path, bands=[Band(over=2_000, action=Spill())], redact_secrets=SecretRedaction())
+    assert 'base64 blob' not in shown
+    for payload in tmp_path.rglob('*'):
+        if payload.is_file():
+            assert GITHUB[:12].encode() not in payload.read_bytes()
+
+
+async def test_a_secret_beside_a_blob_is_masked_and_the_blob_moves_out(tmp_path: Path) -> None:
+    png = _noise_png(40, 40)
+    text = json.dumps({'token': GITHUB, 'image': 'data:image/png;base64,' + base64.b64encode(png).decode()})
+    shown, store = await _run(
+        text, tmp_path, bands=[Band(over=2_000, action=Spill())], redact_secrets=SecretRedaction()
+    )
+    assert shown == snapshot("""\
+[`fetch` returned 6.6 KB holding a base64 blob (4.9 KB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
+{"token": "[secret withheld: GitHub Token]", "image": "[image/png data URL, 4.9 KB, saved as handle 'rn01cc9y9a']"}\
+""")
+    original = await store.read(_handles(shown.split('\n', 1)[0])[0])
+    assert GITHUB[:12].encode() not in original and b'[secret withheld: GitHub Token]' in original
+    assert await store.read(_handles(shown.split('\n', 1)[1])[0]) == png
+
+
+_HOSTILE = {
+    'data: every 5 characters': 'data:' * 800_000,
+    'headers without payloads': 'data:image/png;base64,!' * 180_000,
+    'runs one short of a blob': ('Ab1' * 341 + '!') * 4_000,
+    'padding storms': ('QUJD' * 300 + '=' * 7 + ' ') * 3_000,
+    'one 4 MB run of one letter': 'A' * 4_000_000,
+}
+
+
+@pytest.mark.parametrize('name', list(_HOSTILE))
+async def test_hostile_text_is_scanned_once_and_kept_as_it_was(name: str, tmp_path: Path) -> None:
+    """Texts built to make a scanner backtrack or loop: one pass each (no regex backtracking over them), and they
+    are spilled unchanged."""
+    text = _HOSTILE[name]
+    shown, store = await _run(text, tmp_path)
+    assert 'base64 blob' not in shown
+    handle = re.search(r"under handle '([^']+)'", shown)
+    assert handle is not None
+    assert await store.read(handle.group(1)) == text.encode()
+
+
+async def test_64_blobs_at_most_move_out_of_one_return(tmp_path: Path) -> None:
+    blob = base64.b64encode(_noise_png(20, 20)).decode()
+    items = [f'data:image/png;base64,{blob}' for _ in range(80)]
+    shown, store = await _run(items, tmp_path, bands=[Band(over=50_000, action=Spill())])
+    header, body = shown.split('\n', 1)
+    assert '64 base64 blobs' in header
+    assert body.count('image/png data URL') == 64 and body.count('data:image/png;base64,') == 16
+    assert json.loads(await store.read(_handles(header)[0])) == items
