@@ -52,6 +52,9 @@ _RUN = re.compile(rf'(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{{{BARE_MIN_CHARS},}}={
 """A maximal run of base64 characters (either alphabet) and its padding. The lookbehind stops a match from starting
 inside a run, so each run is examined from its start only: linear in the text."""
 
+_NOT_RUN = re.compile(r'[^A-Za-z0-9+/_=-]')
+_SLICE_CHARS = 256 * 1024
+
 _DATA_URL_HEADER = re.compile(
     r'data:([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63})'
     r'(?:;[A-Za-z0-9!#$&^_.+-]{1,64}=[A-Za-z0-9!#$&^_.+-]{0,64}){0,8};base64,'
@@ -138,8 +141,7 @@ def _data_urls(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator
 
 
 def _bare_runs(text: str) -> Iterator[Blob]:
-    for match in _RUN.finditer(text):
-        hand_over()
+    for match in _runs(text):
         run = match.group()
         body = run.rstrip('=')
         standard = any(char in body for char in _STANDARD)
@@ -155,6 +157,23 @@ def _bare_runs(text: str) -> Iterator[Blob]:
         if kind is None and len(set(run[:_VARIETY_SAMPLE])) < _MIN_VARIETY:
             continue  # a pattern repeated (a test token, padding), not the encoding of a file
         yield Blob(match.start(), match.end(), kind[1] if kind else 'application/octet-stream', data, data_url=False)
+
+
+def _runs(text: str) -> Iterator[re.Match[str]]:
+    """`_RUN`'s matches, found a slice of about `_SLICE_CHARS` at a time with the GIL handed over between slices
+    (`re` holds it for a whole scan). Each slice ends where a run cannot be going on, so no run is cut.
+    """
+    start = 0
+    while start < len(text):
+        hand_over()
+        end = start + _SLICE_CHARS
+        if end < len(text):
+            boundary = _NOT_RUN.search(text, end)
+            end = boundary.start() if boundary is not None else len(text)
+        else:
+            end = len(text)
+        yield from _RUN.finditer(text, start, end)
+        start = end
 
 
 def _at_boundary(text: str, end: int) -> bool:

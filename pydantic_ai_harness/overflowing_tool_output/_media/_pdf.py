@@ -68,6 +68,9 @@ class PdfDigest:
     missing: str = ''
     """The package that is not installed, when that is why the file was not read."""
 
+    unreadable: int = 0
+    """Pages whose text could not be extracted (a damaged or oversized content stream); their text is empty."""
+
     @property
     def text_chars(self) -> int:
         """Characters of text extracted."""
@@ -116,8 +119,10 @@ def read_pdf(
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
             try:
-                reader.decrypt('')
+                opened = bool(reader.decrypt(''))  # files encrypted for permissions only open without one
             except Exception:  # noqa: BLE001 - any failure means: no password we know
+                opened = False
+            if not opened:
                 return PdfDigest(error='it is encrypted with a password')
         digest.pages = len(reader.pages)
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile file must not end the run
@@ -135,6 +140,7 @@ def read_pdf(
         try:
             text = reader.pages[index].extract_text() or ''
         except Exception:  # noqa: BLE001 - one bad page leaves the others readable
+            digest.unreadable += 1
             text = ''
         text = _tidy(text)
         if chars + len(text) > max_chars:

@@ -20,7 +20,7 @@ from .._query_tools._names import offered_names
 from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
-from ._blobs import Blob, blob_marker, find_blobs, replace_blobs
+from ._blobs import BARE_MIN_CHARS, Blob, blob_marker, find_blobs, replace_blobs
 from ._pdf import PdfDigest, is_pdf, page_line, read_pdf
 
 __all__ = ('MediaStep', 'media_step', 'secret_check')
@@ -70,13 +70,18 @@ async def media_step(
         return None, ''
     if rendered.kind not in ('text', 'structured'):
         return None, ''
-    text = rendered.text
-    if 'data:' not in text and len(text) < 1024:
-        return None, ''  # nothing a blob could be (the scan is cheap, but this is cheaper)
-    blobs = await off_loop(unit.run, partial(find_blobs, text, keep_text=keep_text), large=len(text) > OFF_LOOP_BYTES)
+    large = rendered.size_chars > OFF_LOOP_BYTES  # a structured value's text is built by the scan, off the loop
+    text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
     if not blobs:
         return None, ''
-    return await _blobs(unit, blobs, timeout)
+    return await _blobs(unit, text, blobs, timeout)
+
+
+def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tuple[str, list[Blob]]:
+    text = rendered.text
+    if 'data:' not in text and len(text) < BARE_MIN_CHARS:
+        return text, []  # nothing a blob could be
+    return text, find_blobs(text, keep_text=keep_text)
 
 
 async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[MediaStep | None, str]:
@@ -97,17 +102,20 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -
     if digest.pages is None:
         return f'[{saved}; its pages cannot be read: {digest.error}.]\n'
     pages = digest.pages
+    count = '1 page' if pages == 1 else f'{pages} pages'
+    unreadable = f'; the text of {digest.unreadable} could not be read' if digest.unreadable else ''
     if not any(digest.texts):
-        return f'[{saved}: {pages} pages, none with text to read (scanned images?).]\n'
-    stopped = f' ({digest.stopped})' if digest.stopped else ''
+        return f'[{saved}: {count}, none with text to read{unreadable or " (scanned images?)"}.]\n'
+    stopped = '; '.join(filter(None, (digest.stopped, unreadable.removeprefix('; '))))
+    stopped = f' ({stopped})' if stopped else ''
     first = page_line(2 if pages > 1 else 1, pages)
     return (
-        f'[{saved}: {pages} pages. Its text follows{stopped}, each page starting with a line like `{first}`; '
+        f'[{saved}: {count}. Its text follows{stopped}, each page starting with a line like `{first}`; '
         f"{offered_names().grep}(handle, pattern='{first}') gives that page's line.]\n"
     )
 
 
-async def _blobs(unit: ActionContext, blobs: list[Blob], timeout: float) -> tuple[MediaStep | None, str]:
+async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: float) -> tuple[MediaStep | None, str]:
     rendered = unit.rendered
     original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
     handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
@@ -119,7 +127,6 @@ async def _blobs(unit: ActionContext, blobs: list[Blob], timeout: float) -> tupl
         if blob_handle is None:
             return None, reason
         markers.append(blob_marker(blob, blob_handle, view=None))
-    text = rendered.text
     replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
     decoded = format_bytes(sum(len(blob.data) for blob in blobs))
     what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'

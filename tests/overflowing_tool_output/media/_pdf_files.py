@@ -69,6 +69,7 @@ def looping_tree_pdf() -> bytes:
         b'<< /Type /Catalog /Pages 2 0 R >>',
         b'<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 1000000000 >>',
         b'<< /Type /Pages /Parent 2 0 R /Kids [2 0 R 3 0 R] /Count 1000000000 >>',
+        _stream(b'% padding\n' * 200),  # an unused object: the file is over a small band
     ]
     return _assemble(objects)
 

@@ -3,17 +3,20 @@ and searched by handle like the lines of a log. Real agent runs over real PDFs w
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, BinaryContent
+from pypdf import PdfReader, PdfWriter
 
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
 
 from .._scripted_queries import RUN_ID, Call, Script
-from ._pdf_files import pdf_with_pages
+from ._pdf_files import decompression_bomb_pdf, giant_page_pdf, looping_tree_pdf, pdf_with_pages
 
 pytestmark = pytest.mark.anyio
 
@@ -77,3 +80,67 @@ Stored result '7ewszaymfa': lines 4769-4772 of 9600 (228631 bytes):
 (4828 more lines. Next page: read_tool_result(handle='7ewszaymfa', offset=4773, limit=4).)\
 """)
     assert await store.read(_original_handle(preview)) == pdf
+
+
+async def _shown(value: object, tmp_path: Path) -> tuple[str, LocalFileStore]:
+    store = LocalFileStore(base_dir=tmp_path)
+    script = Script([('report', {})], lambda handles: [])
+    capability = OverflowingToolOutput[Any](store=store, bands=[Band(over=500, action=Spill())])
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='report')(lambda: value)
+    await agent.run('Read the report', run_id=RUN_ID)
+    (shown,) = script.shown
+    return shown, store
+
+
+async def test_a_short_pdf_is_shown_whole_as_text(tmp_path: Path) -> None:
+    """Bytes that start like a PDF (no media type declared) and whose text is short: the text, with the header."""
+    pdf = pdf_with_pages([['Invoice 2026-114', 'Total: 1,250.00 EUR'], ['Paid on 2026-05-02']])
+    shown, store = await _shown(pdf, tmp_path)
+    assert shown == snapshot("""\
+[`report` returned a PDF (993 bytes), saved unchanged as handle '7217zk37ff': 2 pages. Its text follows, each page starting with a line like `=== page 2/2 ===`; grep_tool_result(handle, pattern='=== page 2/2 ===') gives that page's line.]
+=== page 1/2 ===
+Invoice 2026-114
+Total: 1,250.00 EUR
+=== page 2/2 ===
+Paid on 2026-05-02
+""")
+    assert await store.read(_original_handle(shown)) == pdf
+
+
+def _encrypted(pdf: bytes) -> bytes:
+    reader = PdfReader(io.BytesIO(pdf))
+    writer = PdfWriter(clone_from=reader)
+    writer.encrypt(user_password='s3cret', algorithm='AES-128')
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+_HOSTILE_PDFS = {
+    'a page tree that loops, declaring a billion pages': looping_tree_pdf,
+    'a content stream that inflates to 200 MB': decompression_bomb_pdf,
+    'a page 14,400 inches wide': giant_page_pdf,
+    'garbage declared as a PDF': lambda: b'%PDF-1.7\n' + bytes(range(256)) * 60,
+    'a PDF encrypted with a password': lambda: _encrypted(_report(3)),
+}
+
+
+@pytest.mark.parametrize('name', list(_HOSTILE_PDFS))
+async def test_a_hostile_pdf_is_stored_unchanged_and_explained(name: str, tmp_path: Path) -> None:
+    """Whatever the file holds, the run goes on: it is stored byte for byte and the header says what was read."""
+    pdf = _HOSTILE_PDFS[name]()
+    shown, store = await _shown(BinaryContent(pdf, media_type='application/pdf'), tmp_path)
+    assert await store.read(_original_handle(shown)) == pdf
+    assert (
+        shown.split('\n', 1)[0]
+        == snapshot(
+            {
+                'a content stream that inflates to 200 MB': "[`report` returned a PDF (204.4 KB), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?).]",
+                'a page 14,400 inches wide': "[`report` returned a PDF (685 bytes), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?).]",
+                'garbage declared as a PDF': "[`report` returned a PDF (15.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfStreamError: Stream has ended unexpectedly).]",
+                'a PDF encrypted with a password': "[`report` returned a PDF (2.3 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it is encrypted with a password.]",
+                'a page tree that loops, declaring a billion pages': "[`report` returned a PDF (2.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfReadError: Detected cyclic page references.).]",
+            }
+        )[name]
+    )
