@@ -195,3 +195,22 @@ async def test_64_blobs_at_most_move_out_of_one_return(tmp_path: Path) -> None:
     assert '64 base64 blobs' in header
     assert body.count('image/png data URL') == 64 and body.count('data:image/png;base64,') == 16
     assert json.loads(await store.read(_handles(header)[0])) == items
+
+
+async def test_a_large_structured_value_keeps_its_json_valid(tmp_path: Path) -> None:
+    """Over 256 KB, a structured value is scanned in its stored layout (one element per line), still valid JSON."""
+    png = _noise_png(90, 90)
+    rows = [{'id': i, 'note': 'ordinary row text ' * 4} for i in range(5_000)]
+    rows[2_500]['thumbnail'] = 'data:image/png;base64,' + base64.b64encode(png).decode()
+    shown, store = await _run(rows, tmp_path)
+    header = shown.split('\n', 1)[0]
+    assert header == snapshot(
+        "[`fetch` returned 511.6 KB holding a base64 blob (24.5 KB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]"
+    )
+    original = await store.read(_handles(header)[0])
+    assert json.loads(original) == rows
+    text_handle = re.search(r"Saved in full under handle '([^']+)'", shown)
+    assert text_handle is not None
+    stored = json.loads(await store.read(text_handle.group(1)))
+    assert stored[2_500]['thumbnail'] == snapshot("[image/png data URL, 24.5 KB, saved as handle 'rn01cc9y9a']")
+    assert await store.read(_handles(stored[2_500]['thumbnail'])[0]) == png
