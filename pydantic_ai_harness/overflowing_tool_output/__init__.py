@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         OverflowRunSummary,
         overflow_report,
     )
+    from ._media import PROVIDER_IMAGE_LIMITS, ImageBand, ProviderImageLimits
     from ._query_tools._names import GREP_TOOL_NAME, READ_TOOL_NAME
     from ._query_tools._tools import QueryLimits, build_query_toolset
     from ._redaction._secrets import SecretRedaction
@@ -68,12 +69,14 @@ if TYPE_CHECKING:
 __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
     'GREP_TOOL_NAME',
+    'PROVIDER_IMAGE_LIMITS',
     'READ_TOOL_NAME',
     'Action',
     'Aging',
     'Band',
     'DeletableStore',
     'HandleNotFoundError',
+    'ImageBand',
     'LineIndex',
     'LineIndexedStore',
     'ListableStore',
@@ -90,6 +93,7 @@ __all__ = (
     'OverflowingToolOutputWarning',
     'Passthrough',
     'PayloadTooLargeError',
+    'ProviderImageLimits',
     'QueryLimits',
     'RangeReadableStore',
     'ResolvableStore',
@@ -128,6 +132,9 @@ _MODULES: dict[str, str] = {
     'TruncationStrategy': '._actions._bands',
     'default_bands': '._actions._bands',
     'OverflowingToolOutput': '._capability',
+    'ImageBand': '._media',
+    'PROVIDER_IMAGE_LIMITS': '._media',
+    'ProviderImageLimits': '._media',
     'LosslessCompaction': '._request._compaction',
     'OverflowAged': '._events',
     'OverflowingToolOutputWarning': '._events',

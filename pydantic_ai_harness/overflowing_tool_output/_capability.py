@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
-from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 from pydantic_ai.usage import RunUsage
 
 from .._clash import warn_on_clash
@@ -52,6 +52,7 @@ from ._events import (
     report_run,
     warn,
 )
+from ._media import ImageBand, build_view_toolset, fit_result_images, is_view_tool
 from ._media._steps import secret_check
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
@@ -165,6 +166,11 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     enough, the next capability compacts. `None`: leave every compaction to the others. See
     [`LosslessCompaction`][pydantic_ai_harness.overflowing_tool_output.LosslessCompaction]."""
 
+    images: ImageBand | None = field(default_factory=ImageBand)
+    """Images in tool returns: sent as they are when they fit the serving model, else as a copy that fits, the
+    original stored under a handle the model looks at again with `view_tool_result_image`. `None`: images pass as
+    they are. See [`ImageBand`][pydantic_ai_harness.overflowing_tool_output.ImageBand]."""
+
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
@@ -197,6 +203,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         if self.aging is not None and not is_instance(self.aging, Aging):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
+        if self.images is not None and not is_instance(self.images, ImageBand):
+            raise TypeError(f'images must be an ImageBand or None, got {type(self.images).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
         self._summarize_actions = summarize_actions(self._band_lists())
@@ -223,7 +231,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self.compaction,
             self._aging_kit(),
             self._per_tool_desc,
-            offers_query_tools=self.get_toolset() is not None,
+            offers_query_tools=self._text_toolset() is not None,
         )
         load_literal_finder()  # where the agent is defined, not in a durable workflow's first spill
 
@@ -276,6 +284,19 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     # --- hooks ---------------------------------------------------------------------------------------
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
+        """The query tools (`_text_toolset`), and the image view tool once a conversation holds a stored image."""
+        toolset = self._text_toolset()
+        if self.images is None:
+            return toolset
+        store, spill = self._resolved_store, self.workspace
+
+        def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
+            return route_for_run(store, spill)(ctx, handle) if spill is not None else store
+
+        view = build_view_toolset(self.images, route, store_timeout=self.images.timeout)
+        return view if toolset is None else CombinedToolset([toolset, view])
+
+    def _text_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools the model pages back into spills with; none when no setting can ever store an output.
 
         Tool definitions are sent with every request, so a configuration that only truncates (or summarizes
@@ -326,7 +347,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         result: Any,
     ) -> Any:
         """Reduce an oversized result (its `return_value` and text `content`) once, as it is produced."""
-        if is_query_tool(tool_def):
+        if is_query_tool(tool_def) or is_view_tool(tool_def):
             return result  # our own query tools (under any name): their output is already bounded
         if self._withholding is not None:
             selected = partial(matches_tool_selector, self.tool_filter, ctx, tool_def)
@@ -336,6 +357,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         ):
             return result  # the common case, decided without rendering or allocating anything
         try:
+            images = self.images if self.bands_for(tool_def.name) else None  # `per_tool={name: []}`: left as is
+            if images is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
+                result = await fit_result_images(ctx, call, result, images, self._write)
             with naming(run_names(ctx)):  # previews name the query tools as this run offers them
                 return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -402,6 +426,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self._checked_payload_size,
             lambda handle: Place(**handle_place(store, spill, handle)),
             spill_timeout(self._band_lists()),
+            self.images,
         )
 
     async def _checked_payload_size(

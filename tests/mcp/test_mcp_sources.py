@@ -35,6 +35,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Truncate,
     TruncationStrategy,
 )
+from pydantic_ai_harness.overflowing_tool_output._media import IMAGES_KEY
 
 from .conftest import SERVER
 from .mcp_server import NEEDLE, PNG
@@ -64,7 +65,9 @@ def pager(tool: str, follow: Callable[[str], list[ToolCallPart]] | None = None) 
             return ModelResponse(parts=[ToolCallPart(tool, {})])
         if len(messages) == 3 and follow is not None:
             (part,) = [p for p in messages[2].parts if isinstance(p, ToolReturnPart)]
-            handle = (part.metadata or {}).get('overflow_handle')
+            metadata = part.metadata or {}
+            images = metadata.get(IMAGES_KEY)
+            handle = images[0]['handle'] if images else metadata.get('overflow_handle')
             if isinstance(handle, str):
                 return ModelResponse(parts=follow(handle))
         return ModelResponse(parts=[TextPart('done')])
@@ -130,22 +133,21 @@ async def test_json_is_spilled_one_record_per_line_and_greppable(
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
-async def test_a_text_and_image_content_list_is_left_whole_with_a_warning(
+async def test_a_text_and_image_content_list_keeps_both_losslessly(
     transport: str, http_url: str, tmp_path: Path
 ) -> None:
-    # The docs: an oversized value holding files cannot be cut safely, so it is left as is, with a warning.
+    # The image is not one Pillow can read (PNG magic, then noise): it is stored byte for byte and named, not sent;
+    # the long text beside it is then reduced like any text.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         messages = await run_agent(pager('text_and_image'), toolset_for(transport, http_url), tmp_path)
     (part,) = returns_of(messages, 'text_and_image')
-    assert part.metadata is None
-    assert any(
-        issubclass(w.category, OverflowingToolOutputWarning) and 'holds files (images, documents)' in str(w.message)
-        for w in caught
-    )
-    kinds = {type(item).__name__ for item in part.content} if isinstance(part.content, list) else set()
-    assert 'str' in kinds and any(kind.startswith('Binary') for kind in kinds)
-    assert not (tmp_path / 'store').exists()
+    assert not any('holds files (images, documents)' in str(w.message) for w in caught)
+    assert isinstance(part.metadata, dict) and part.metadata['overflow_action'] == 'spill'
+    (record,) = part.metadata[IMAGES_KEY]
+    assert record['bytes'] == len(PNG) and 'not an image Pillow can read' in str(part.content)
+    store = LocalFileStore(base_dir=tmp_path / 'store')
+    assert await store.read(record['handle']) == PNG
 
 
 @pytest.mark.parametrize('transport', TRANSPORTS)
@@ -164,9 +166,11 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
 
     messages = await run_agent(pager('embedded_blob', hex_dump), toolset_for(transport, http_url), tmp_path)
     (spilled,) = returns_of(messages, 'embedded_blob')
-    assert spilled.metadata is not None and spilled.metadata['overflow_bytes'] == len(PNG * 4)
-    assert 'PNG image, image/png' in str(spilled.content)
-    handle = spilled.metadata['overflow_handle']
+    # Declared image/png but not an image Pillow can read: the image band stores it byte for byte and names it.
+    assert isinstance(spilled.metadata, dict)
+    (record,) = spilled.metadata[IMAGES_KEY]
+    assert record['bytes'] == len(PNG * 4) and 'not an image Pillow can read' in str(spilled.content)
+    handle = record['handle']
     full = (tmp_path / 'store' / '.aliases' / handle).read_text()  # the short handle's full form
     assert (tmp_path / 'store' / f'{full}.out').read_bytes() == PNG * 4
     (dump,) = returns_of(messages, 'read_tool_result')

@@ -224,6 +224,8 @@ def render_value(value: Any, *, strip_ansi: bool = False) -> Rendered:
     if is_bytes_like(value):
         return Rendered('binary', '', data=bytes(value))
     if isinstance(value, BinaryContent):
+        if value.is_image:
+            return Rendered('multimodal', '')  # sent as an image, not measured in bytes (the image band fits it)
         return Rendered('binary', '', data=value.data, media_type=value.media_type)
     if isinstance(value, FileUrl):
         return Rendered('multimodal', value.url)

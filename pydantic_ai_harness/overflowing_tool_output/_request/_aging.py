@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.tools import RunContext
@@ -29,6 +29,9 @@ from .._actions._unit import with_notes
 from .._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, report_aged, warn
 from .._query_tools._names import QUERY_TOOL_KINDS, offered_names
 from .._rendering._markers import kept_for
+
+if TYPE_CHECKING:
+    from .._media._aging import ImageAging
 
 __all__ = (
     'AGED_PREFIX',
@@ -212,6 +215,9 @@ class AgingTools:
     step: int
     """The request being prepared (the `_step` note)."""
 
+    images: ImageAging | None = None
+    """How returns holding images age (`ImageBand`); `None`: they stay where they are."""
+
 
 @dataclass(frozen=True)
 class AgedBatch:
@@ -294,9 +300,10 @@ def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = No
     return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
-def _ages(part: object) -> TypeIs[ToolReturnPart]:
-    """Whether a part may age at all: a plain successful tool return, without files, not already a stub, and with
-    metadata that can hold the handle (a typed return, such as a tool search's, is read back by pydantic-ai itself).
+def _ages(part: object, images: ImageAging | None = None) -> TypeIs[ToolReturnPart]:
+    """Whether a part may age at all: a plain successful tool return, without files (but images, with `images`), not
+    already a stub, and with metadata that can hold the handle (a typed return, such as a tool search's, is read back
+    by pydantic-ai itself).
     """
     if type(part) is not ToolReturnPart or part.outcome != 'success':
         return False
@@ -304,7 +311,9 @@ def _ages(part: object) -> TypeIs[ToolReturnPart]:
         return False
     if part.metadata is not None and not is_mapping(part.metadata):
         return False  # the application's own metadata object: no room to record the handle the model may read
-    return not is_aged(part) and not _failed(part) and not part.files
+    if is_aged(part) or _failed(part):
+        return False
+    return not part.files or (images is not None and images.holds(part))
 
 
 def _failed(part: ToolReturnPart) -> bool:
@@ -342,15 +351,23 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     candidates: list[tuple[ModelRequest, int, ToolReturnPart]] = []
     selected: dict[str, bool] = {}
     responses_after = 0
+    images = tools.images
+    keep_newest = images.keep_newest if images is not None else None
+    newer_images = 0  # returns holding images seen so far, newest first (`ImageBand.keep_newest`)
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
             responses_after += 1
             continue
-        if responses_after < aging.after_turns:
-            continue
+        old = responses_after >= aging.after_turns
+        if not old and (keep_newest is None or responses_after < 1):
+            continue  # (a return the model has not seen yet never ages)
         for index in range(len(message.parts) - 1, -1, -1):
             part = message.parts[index]
-            if not _ages(part):
+            holds = images is not None and type(part) is ToolReturnPart and images.holds(part)
+            newer_images += holds
+            if not old and not (holds and keep_newest is not None and newer_images > keep_newest):
+                continue
+            if not _ages(part, images):
                 continue
             if part.tool_name not in selected:
                 selected[part.tool_name] = await tools.selected(part.tool_name)
@@ -371,6 +388,9 @@ async def _count_new(candidates: Sequence[tuple[Any, int, ToolReturnPart]], agin
     texts: list[str] = []
     for _, _, part in candidates:
         if tools.counts.known(part) is not None:
+            continue
+        if tools.images is not None and tools.images.holds(part):
+            tools.counts.add(part, tools.images.tokens(part, tools.count))  # a few short texts and image headers
             continue
         text = part.model_response_str()
         if 4 * len(text) < aging.min_tokens:  # a token covers at least one byte, a character at most four
@@ -425,6 +445,18 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
         if failure:
             parts[item.index] = _marked_failed(item.part, failure)
             continue
+        if tools.images is not None and tools.images.holds(item.part):
+            replaced = await _age_images(item, tools, tools.images)
+            if isinstance(replaced, str):
+                failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {replaced}'
+                parts[item.index] = _marked_failed(item.part, failure)
+                continue
+            parts[item.index], item_handles = replaced
+            handles.extend(item_handles)
+            aged += 1
+            tokens_before += item.tokens
+            tokens_after += tools.count(parts[item.index].model_response_str())
+            continue
         text = item.part.model_response_str()
         stored: int | None = None
         if checking:
@@ -459,6 +491,30 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
         id(item.message): dataclasses.replace(item.message, parts=new_parts[id(item.message)]) for item in due
     }
     return AgedBatch(replacements, aged, tokens_before, tokens_after, tuple(handles), failure)
+
+
+async def _age_images(item: DueReturn, tools: AgingTools, images: ImageAging) -> tuple[ToolReturnPart, list[str]] | str:
+    """`item`, a return holding images, as its stub (`_media._aging`), and the handles it names; or why not."""
+    from .._media._aging import aged_image_notes
+
+    run_id = item.message.run_id or tools.run_id or 'run'
+    key = f'{run_id}/{item.part.tool_call_id}/aged'
+    aged = await images.age(item.part, key, tools.write, tools.timeout)
+    if isinstance(aged, str):
+        return aged
+    notes: dict[str, Any] = {
+        f'{AGED_PREFIX}_size_before': aged.text_chars,
+        f'{AGED_PREFIX}_size_after': len(aged.stub),
+        f'{AGED_PREFIX}_run': tools.run_id,
+        f'{AGED_PREFIX}_step': tools.step,
+        **aged_image_notes(aged),
+    }
+    if aged.text_handle is not None:
+        notes[f'{AGED_PREFIX}_handle'] = aged.text_handle
+        notes[f'{AGED_PREFIX}_key'] = key
+    metadata = with_notes(item.part.metadata, notes)
+    handles = [*aged.image_handles, *([aged.text_handle] if aged.text_handle is not None else [])]
+    return dataclasses.replace(item.part, content=aged.stub, metadata=metadata), handles
 
 
 def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:

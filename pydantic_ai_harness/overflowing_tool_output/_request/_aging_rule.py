@@ -11,6 +11,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
+from .._media._aging import ImageAging
+from .._media._setting import ImageBand
 from .._offload import large_texts, off_loop
 from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
 from ._request_rules import HeldRequest, Selected
@@ -42,6 +44,9 @@ class AgingKit:
 
     timeout: float
     """Seconds each store call may take when the setting gives none (the capability's `Spill` timeout)."""
+
+    images: ImageBand | None = None
+    """The image band: returns holding images age too, priced as the serving model counts them."""
 
     def tools(
         self,
@@ -84,6 +89,7 @@ class AgingKit:
             window,
             ctx.run_id,
             ctx.run_step,
+            ImageAging(self.images.target(ctx.model), self.images.keep_newest) if self.images is not None else None,
         )
 
 

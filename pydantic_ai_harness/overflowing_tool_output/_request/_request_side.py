@@ -91,7 +91,11 @@ class RequestSide:
         if self.step_budget is not None:
             action_for = partial(step_action, self.step_budget, self.per_tool, self.loop.bands_for)
             unit = 'tokens' if self.loop.over_tokens else 'characters'
-            rules.append(StepBudgetRule(self.step_budget, self._reduce_with, self.loop.measure, action_for, unit))
+            rules.append(
+                StepBudgetRule(
+                    self.step_budget, self._reduce_with, self.loop.measure, action_for, unit, images=self.kit.images
+                )
+            )
         if self.aging is not None:
             rules.append(AgingRule(self.aging, self.kit))
         self.rules = tuple(rules)

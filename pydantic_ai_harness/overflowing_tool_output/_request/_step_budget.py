@@ -137,6 +137,9 @@ class StepTools:
     unit: str
     """`'characters'` or `'tokens'`, for the note."""
 
+    image_size: Callable[[ToolReturnPart], int] | None = None
+    """The size of a return's images, in the unit of the bands (the image band's estimate); `None`: not counted."""
+
 
 async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools) -> ModelRequest | None:
     """The last request with its largest tool returns reduced until the step fits, or `None` if it fits as it is."""
@@ -152,13 +155,15 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
         position = calls[part.tool_call_id][0]
         rendered = render_value(part.content)
         reducible = (
-            not tools.exempt(part.tool_name)
+            rendered.kind != 'multimodal'  # files (images): the image band fitted them already; no action cuts them
+            and not tools.exempt(part.tool_name)
             and part.outcome in _REDUCIBLE_OUTCOMES
             and not _reduced_already(part.metadata)
             and tools.action_for(part.tool_name) is not None
             and await tools.selected(part.tool_name)
         )
-        returns.append(StepReturn(position, tools.measure(rendered), reducible))
+        images = tools.image_size(part) if tools.image_size is not None else 0
+        returns.append(StepReturn(position, tools.measure(rendered) + images, reducible))
         parts[position] = (index, part, rendered)
     total = sum(item.size for item in returns)
     new_parts = list(request.parts)

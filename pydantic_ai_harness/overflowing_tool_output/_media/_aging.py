@@ -1,0 +1,157 @@
+"""Images age too: an old tool return holding images leaves the context as a stub naming their handles.
+
+Aging (`_request/_aging`) asks this module three things of a return that holds images: whether it may age (every
+file in it is an image given as bytes), what it costs (its text's tokens plus each image's, as the serving provider
+counts them), and, when its batch goes, the stub. An image whose original was stored when it arrived (a fitted copy)
+is named by that original's handle; one sent as it was is written now. The return's own text (not the image band's
+markers, which only name handles) is written as text, as aging writes any return. Nothing is dropped: the first
+write that fails keeps the return where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import BinaryContent, ToolReturnPart
+
+from ..._typing import is_list, is_mapping
+from .._query_tools._names import offered_names
+from ._images import IMAGES_KEY, is_image
+from ._limits import ImageTarget
+from ._markers import VIEW_TOOL_NAME
+from ._sniff import sniff_image
+from ._view_tool import AGED_IMAGES_KEY
+
+__all__ = ('AgedImages', 'ImageAging', 'aged_image_notes')
+
+_UNKNOWN_IMAGE_TOKENS = 1_600
+"""The token estimate of an image whose header cannot be read (Anthropic's cost of an image at its resize edge)."""
+
+Write = Callable[[str, bytes, float], Awaitable[tuple[str | None, str]]]
+
+
+@dataclass(frozen=True)
+class AgedImages:
+    """What aging one return that holds images produced."""
+
+    stub: str
+    """The text the model reads in its place."""
+
+    image_handles: list[str]
+    """The handles of its images, oldest first."""
+
+    text_handle: str | None
+    """Where its own text was written, if it had any."""
+
+    text_chars: int
+    """The characters of its text (markers included) before aging."""
+
+
+@dataclass(frozen=True)
+class ImageAging:
+    """How returns holding images age, for one request."""
+
+    target: ImageTarget
+    """The serving model's image target: its token rule prices each image."""
+
+    keep_newest: int | None
+    """Only the newest this many returns holding images keep them (`ImageBand.keep_newest`)."""
+
+    def holds(self, part: ToolReturnPart) -> bool:
+        """Whether `part` holds files, all of them images given as bytes (other files stay where they are)."""
+        files = part.files
+        return bool(files) and all(is_image(item) for item in files)
+
+    def tokens(self, part: ToolReturnPart, count: Callable[[str], int]) -> int:
+        """Tokens of `part`: its text, counted, and each image as the provider counts it."""
+        text = part.model_response_str()
+        return (count(text) if text else 0) + self.image_tokens(part)
+
+    def image_tokens(self, part: ToolReturnPart) -> int:
+        """Tokens of `part`'s images alone, as the provider counts them (0 for a part without images)."""
+        return sum(self._image_tokens(item) for item in part.files if is_image(item))
+
+    def _image_tokens(self, item: object) -> int:
+        if not isinstance(item, BinaryContent):
+            return _UNKNOWN_IMAGE_TOKENS
+        info = sniff_image(item.data)
+        return self.target.tokens(info.width, info.height) if info is not None else _UNKNOWN_IMAGE_TOKENS
+
+    async def age(self, part: ToolReturnPart, key: str, write: Write, timeout: float) -> AgedImages | str:
+        """Store what is not stored yet and build the stub; the reason instead when a write failed."""
+        records = _records(part.metadata)
+        by_copy = {record['copy']: record['handle'] for record in records if isinstance(record.get('copy'), str)}
+        stored = [record['handle'] for record in records if isinstance(record.get('handle'), str)]
+        handles: list[str] = []
+        described: list[str] = []
+        for index, item in enumerate(part.files):
+            assert isinstance(item, BinaryContent)  # `holds` let only images given as bytes through
+            handle = by_copy.get(item.identifier)
+            if handle is None:
+                handle, reason = await write(f'{key}/image{index}', item.data, timeout)
+                if handle is None:
+                    return reason
+            handles.append(handle)
+            described.append(_described(handle, records, item))
+        # Images the band stored but did not send (a bomb, no Pillow) are named by their markers: keep their handles.
+        for handle in stored:
+            if handle not in handles:
+                handles.append(handle)
+                described.append(f"'{handle}'")
+        text = part.model_response_str()
+        own = _own_text(part, stored)
+        text_handle: str | None = None
+        if own:
+            text_handle, reason = await write(key, own.encode('utf-8', 'surrogatepass'), timeout)
+            if text_handle is None:
+                return reason
+        return AgedImages(_stub(part.tool_name, described, text_handle), handles, text_handle, len(text))
+
+
+def _records(metadata: object) -> list[dict[str, Any]]:
+    records: object = metadata.get(IMAGES_KEY) if is_mapping(metadata) else None
+    return [dict(record) for record in records if is_mapping(record)] if is_list(records) else []
+
+
+def _described(handle: str, records: list[dict[str, Any]], item: BinaryContent) -> str:
+    """`'handle' (4880x2560 PNG)`: the original's size where the band recorded it, else the image's own."""
+    record = next((record for record in records if record.get('handle') == handle), None)
+    width, height = (record.get('width'), record.get('height')) if record is not None else (None, None)
+    media_type = record.get('media_type') if record is not None else item.media_type
+    if not isinstance(width, int) or not isinstance(height, int):
+        info = sniff_image(item.data)
+        width, height = (info.width, info.height) if info is not None else (None, None)
+    kind = str(media_type).removeprefix('image/').upper()
+    return f"'{handle}' ({width}x{height} {kind})" if width is not None else f"'{handle}' ({kind})"
+
+
+def _own_text(part: ToolReturnPart, stored: list[str]) -> str:
+    """The return's text without the image band's markers (each names the handle of a stored original)."""
+    content: Any = part.content
+    items: list[Any] = list(content) if is_list(content) else [content]
+    kept: list[str] = []
+    for item in items:
+        if is_image(item):
+            continue
+        if isinstance(item, str) and item.startswith('[Image ') and any(f"'{handle}'" in item for handle in stored):
+            continue
+        kept.append(item if isinstance(item, str) else ToolReturnPart(part.tool_name, item).model_response_str())
+    return '\n\n'.join(text for text in kept if text)
+
+
+def _stub(tool_name: str, described: list[str], text_handle: str | None) -> str:
+    count = f'{len(described)} image' + ('s' if len(described) != 1 else '')
+    saved = (
+        f'[Moved out of context: the output of `{tool_name}` ({count}). Stored under {", ".join(described)}: '
+        f'{VIEW_TOOL_NAME}(handle) shows one again'
+    )
+    if text_handle is None:
+        return f'{saved}.]'
+    return f"{saved}; its text is saved under handle '{text_handle}': {offered_names().read} gets it back.]"
+
+
+def aged_image_notes(aged: AgedImages) -> dict[str, Any]:
+    """The metadata an aged return that held images gets beside aging's own notes."""
+    return {AGED_IMAGES_KEY: aged.image_handles}

@@ -1,0 +1,206 @@
+"""Fit an image to a target: decide whether it already fits, else re-encode a copy that does; crop a region.
+
+Blocking and CPU-bound (decoding a 50-megapixel PNG is seconds): the callers run these in a worker thread. Bounded:
+an image declaring more than `max_decode_pixels` is refused from its header, never decoded; encoding tries at most a
+handful of settings. Pillow is imported here only, when an image needs work: without it, `PillowMissing` says so.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._limits import ImageTarget
+from ._sniff import ImageInfo, sniff_image
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+__all__ = (
+    'DEFAULT_MAX_DECODE_PIXELS',
+    'FittedImage',
+    'ImageRefused',
+    'PillowMissing',
+    'crop_image',
+    'fit_image',
+    'fits',
+    'pillow_available',
+    'read_info',
+)
+
+DEFAULT_MAX_DECODE_PIXELS = 100_000_000
+"""Images declaring more pixels are refused from their header (a decompression bomb); a 50-megapixel screenshot of
+a large display is decoded. Decoding costs about 4 bytes of memory per pixel."""
+
+_LOSSLESS = frozenset({'image/png', 'image/gif', 'image/bmp', 'image/tiff', 'image/x-icon'})
+"""Sources (screenshots, diagrams) whose copy is tried as PNG first: sharp text survives."""
+
+_JPEG_QUALITIES = (85, 70, 55)
+_SHRINK = 0.75
+_MAX_SHRINKS = 4
+
+
+class ImageRefused(ValueError):
+    """The image cannot be fitted: not an image Pillow reads, too many pixels to decode, or no setting fits."""
+
+
+class PillowMissing(ImportError):
+    """Pillow is not installed: an image over the limits cannot be re-encoded."""
+
+
+@dataclass(frozen=True)
+class FittedImage:
+    """An image as it is sent to the model."""
+
+    data: bytes
+    """The encoded image."""
+
+    media_type: str
+    """Its type."""
+
+    width: int
+    """Pixels."""
+
+    height: int
+    """Pixels."""
+
+
+def pillow_available() -> bool:
+    """Whether Pillow can be imported."""
+    try:
+        import PIL.Image  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    except ImportError:
+        return False
+    return True
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise PillowMissing(
+            'Pillow is not installed: install `pydantic-ai-harness-context[media]` to fit images to the model'
+        ) from exc
+    return Image
+
+
+def read_info(data: bytes, max_decode_pixels: int) -> ImageInfo:
+    """The image's type and size from its header; Pillow reads the header of a format the sniffer does not know.
+
+    Raises:
+        ImageRefused: not an image, or more than `max_decode_pixels` pixels.
+        PillowMissing: a format only Pillow reads, without Pillow.
+    """
+    info = sniff_image(data)
+    if info is None:
+        image_module = _pil()
+        try:
+            with image_module.open(io.BytesIO(data)) as image:  # lazy: reads the header only
+                info = ImageInfo(_media_type(image.format), image.width, image.height, len(data))
+        except Exception as exc:  # noqa: BLE001 - Pillow's errors (and its bomb check) name the problem
+            raise ImageRefused(f'not an image Pillow can read ({type(exc).__name__}: {exc})') from None
+    if info.pixels > max_decode_pixels:
+        raise ImageRefused(
+            f'its header declares {info.width}x{info.height} px ({info.pixels:,} pixels), over the '
+            f'{max_decode_pixels:,} decoded here (a decompression bomb, or too large to process), so it was not decoded'
+        )
+    return info
+
+
+def fits(info: ImageInfo, target: ImageTarget) -> bool:
+    """Whether the image can be sent as it is."""
+    return (
+        info.media_type in target.media_types
+        and max(info.width, info.height) <= target.long_edge
+        and info.pixels <= target.max_pixels
+        and info.nbytes <= target.max_bytes
+        and (target.max_tokens is None or target.tokens(info.width, info.height) <= target.max_tokens)
+    )
+
+
+def fitted_size(width: int, height: int, target: ImageTarget) -> tuple[int, int]:
+    """The size a `width` x `height` image is scaled to: within the long edge, the pixels and the token budget."""
+    scale = min(1.0, target.long_edge / max(width, height), math.sqrt(target.max_pixels / (width * height)))
+    size = max(1, int(width * scale)), max(1, int(height * scale))
+    for _ in range(64):
+        if target.max_tokens is None or target.tokens(*size) <= target.max_tokens or max(size) <= 16:
+            break
+        size = max(1, int(size[0] * 0.9)), max(1, int(size[1] * 0.9))
+    return size
+
+
+def fit_image(data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
+    """A copy of the image that fits `target`: scaled, and encoded as PNG (lossless sources) or JPEG.
+
+    Raises:
+        ImageRefused: Pillow cannot decode it, or no setting fits the byte budget.
+        PillowMissing: Pillow is not installed.
+    """
+    image_module = _pil()
+    width, height = fitted_size(info.width, info.height, target)
+    try:
+        with image_module.open(io.BytesIO(data)) as source:
+            if source.format == 'JPEG':
+                source.draft('RGB', (width, height))  # decode at 1/2, 1/4 or 1/8 scale when that is enough
+            frame = source.convert('RGBA' if _has_alpha(source) else 'RGB')
+    except Exception as exc:  # noqa: BLE001
+        raise ImageRefused(f'Pillow could not decode it ({type(exc).__name__}: {exc})') from None
+    return _encode_within(frame, (width, height), target, lossless=info.media_type in _LOSSLESS)
+
+
+def crop_image(
+    data: bytes, info: ImageInfo, box: tuple[int, int, int, int], target: ImageTarget, *, lossless: bool
+) -> FittedImage:
+    """The region `box` (left, top, right, bottom in the image's pixels) at the most detail that fits `target`."""
+    image_module = _pil()
+    try:
+        with image_module.open(io.BytesIO(data)) as source:
+            region = source.crop(box)
+            region = region.convert('RGBA' if _has_alpha(region) else 'RGB')
+    except Exception as exc:  # noqa: BLE001
+        raise ImageRefused(f'Pillow could not decode it ({type(exc).__name__}: {exc})') from None
+    size = fitted_size(region.width, region.height, target)
+    return _encode_within(region, size, target, lossless=lossless)
+
+
+def _encode_within(frame: Image, size: tuple[int, int], target: ImageTarget, *, lossless: bool) -> FittedImage:
+    """Encode `frame` scaled to `size`, shrinking and lowering quality until it fits the byte budget."""
+    image_module = _pil()
+    for _ in range(_MAX_SHRINKS):
+        scaled = frame if frame.size == size else frame.resize(size, image_module.Resampling.BICUBIC, reducing_gap=2.0)
+        if lossless and 'image/png' in target.media_types:
+            encoded = _save(scaled, 'PNG', compress_level=6)
+            if len(encoded) <= target.max_bytes:
+                return FittedImage(encoded, 'image/png', *scaled.size)
+        opaque = _on_white(scaled, image_module)
+        for quality in _JPEG_QUALITIES:
+            encoded = _save(opaque, 'JPEG', quality=quality)
+            if len(encoded) <= target.max_bytes:
+                return FittedImage(encoded, 'image/jpeg', *scaled.size)
+        size = max(1, int(size[0] * _SHRINK)), max(1, int(size[1] * _SHRINK))
+    raise ImageRefused(f'no encoding of it fits {target.max_bytes:,} bytes')
+
+
+def _save(image: Image, image_format: str, **options: Any) -> bytes:
+    out = io.BytesIO()
+    image.save(out, image_format, **options)
+    return out.getvalue()
+
+
+def _has_alpha(image: Image) -> bool:
+    return image.mode in ('RGBA', 'LA', 'PA') or (image.mode == 'P' and 'transparency' in image.info)
+
+
+def _on_white(image: Image, image_module: Any) -> Image:
+    """An RGB image for JPEG: transparency flattened onto white."""
+    if image.mode != 'RGBA':
+        return image.convert('RGB') if image.mode != 'RGB' else image
+    background = image_module.new('RGB', image.size, (255, 255, 255))
+    background.paste(image, mask=image.getchannel('A'))
+    return background
+
+
+def _media_type(image_format: str | None) -> str:
+    return f'image/{(image_format or "unknown").lower()}'

@@ -1,0 +1,189 @@
+"""The image band: every image of a tool return (its value, or `ToolReturn.content`) sent as it is when it fits the
+serving model, else as a copy that fits, its original stored byte for byte under a handle.
+
+An image that cannot be fitted (a decompression bomb, bytes Pillow cannot read, no Pillow) is stored as it is and
+replaced by a line saying why; none is dropped silently. What was stored is recorded in the return's metadata
+(`overflow_images`), which aging and the view tool read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+from pydantic_ai.messages import BinaryContent, BinaryImage, ToolCallPart, ToolReturn
+from pydantic_ai.tools import RunContext
+from typing_extensions import TypeIs
+
+from ..._typing import is_array
+from .._actions._unit import with_notes
+from .._events import warn
+from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image, fits, pillow_available, read_info
+from ._limits import ImageTarget
+from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
+from ._setting import ImageBand
+from ._sniff import ImageInfo
+
+__all__ = ('IMAGES_KEY', 'ImageWriter', 'fit_result_images', 'holds_images', 'is_image')
+
+IMAGES_KEY = 'overflow_images'
+"""The metadata key listing the images of a return that were stored: handle, key, type, size and what was sent."""
+
+_T = TypeVar('_T')
+
+ImageWriter = Callable[[RunContext[Any], str, bytes, float], Awaitable[tuple[str | None, str]]]
+"""The capability's (durable) store write: `(ctx, key, data, timeout)` -> `(handle, '')` or `(None, why not)`."""
+
+
+def is_image(item: object) -> TypeIs[BinaryContent]:
+    """Whether `item` is an image given as bytes (`BinaryImage`, or `BinaryContent` with an `image/*` type)."""
+    return isinstance(item, BinaryContent) and item.is_image
+
+
+def holds_images(value: object) -> bool:
+    """Whether a return value (or `ToolReturn.content`) is an image or a list or tuple holding one."""
+    if is_image(value):
+        return True
+    return is_array(value) and any(is_image(item) for item in value)
+
+
+@dataclass
+class _Unit:
+    """One part of a return being fitted: the run, the call, where its originals go, and what was stored."""
+
+    ctx: RunContext[Any]
+    call: ToolCallPart
+    key: str
+    target: ImageTarget
+    setting: ImageBand
+    write: ImageWriter
+    records: list[dict[str, Any]]
+
+
+async def fit_result_images(
+    ctx: RunContext[Any], call: ToolCallPart, result: object, setting: ImageBand, write: ImageWriter
+) -> object:
+    """`result` with each of its images fitted to the serving model (`result` itself when each fits already).
+
+    A plain return whose images were replaced becomes a `ToolReturn` carrying the `overflow_images` metadata.
+    """
+    envelope = _envelope(result)
+    value: Any = envelope.return_value if envelope is not None else result
+    content: Any = envelope.content if envelope is not None else None
+    if not holds_images(value) and not holds_images(content):
+        return result
+    target = setting.target(ctx.model)
+    records: list[dict[str, Any]] = []
+    base = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
+    new_value = await _fit_value(_Unit(ctx, call, f'{base}/image', target, setting, write, records), value)
+    new_content = (
+        await _fit_value(_Unit(ctx, call, f'{base}/content/image', target, setting, write, records), content)
+        if content is not None
+        else None
+    )
+    if new_value is value and new_content is content:
+        return result  # every image fits as it is
+    return ToolReturn(
+        return_value=new_value,
+        content=new_content,
+        metadata=with_notes(envelope.metadata if envelope is not None else None, {IMAGES_KEY: records})
+        if records
+        else (envelope.metadata if envelope is not None else None),
+        tools=envelope.tools if envelope is not None else None,
+    )
+
+
+def _envelope(result: object) -> ToolReturn[Any] | None:
+    return result if isinstance(result, ToolReturn) else None  # pyright: ignore[reportUnknownVariableType]
+
+
+async def _fit_value(unit: _Unit, value: Any) -> Any:
+    """The value with each image replaced by what the model is sent for it."""
+    if is_image(value):
+        replaced = await _fit_one(unit, value, 0)
+        if replaced == [value]:
+            return value
+        return replaced[0] if len(replaced) == 1 else replaced  # a lone image not shown: its marker alone
+    if not is_array(value) or not holds_images(value):
+        return value
+    items: Sequence[Any] = value
+    out: list[Any] = []
+    changed = False
+    for index, item in enumerate(items):
+        if not is_image(item):
+            out.append(item)
+            continue
+        replaced = await _fit_one(unit, item, index)
+        changed = changed or replaced != [item]
+        out.extend(replaced)
+    return out if changed else value
+
+
+async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
+    """What the model is sent for one image: itself, or a marker and a fitted copy, or a marker alone."""
+    data = image.data
+    setting = unit.setting
+    info: ImageInfo | None = None
+    try:
+        info = await _in_worker(unit.ctx, partial(read_info, data, setting.max_decode_pixels), large=True)
+    except ImageRefused as exc:
+        return [await _not_sent(unit, image, index, None, str(exc))]
+    except PillowMissing:
+        return [await _not_sent(unit, image, index, None, 'its format is read only by Pillow, which is not installed')]
+    if fits(info, unit.target):
+        return [image]
+    if not pillow_available():
+        why = pillow_missing_why(unit.target)
+        warn(f'An image returned by `{unit.call.tool_name}` was not shown to the model: {why}')
+        return [await _not_sent(unit, image, index, info, why)]
+    try:
+        fitted = await _in_worker(unit.ctx, partial(fit_image, data, info, unit.target), large=True)
+    except ImageRefused as exc:
+        return [await _not_sent(unit, image, index, info, str(exc))]
+    copy = BinaryImage(fitted.data, media_type=fitted.media_type)
+    handle, reason = await _store(unit, image, index, info, fitted, copy.identifier)
+    return [fitted_marker(info, fitted, handle, reason), copy]
+
+
+async def _not_sent(unit: _Unit, image: BinaryContent, index: int, info: ImageInfo | None, why: str) -> str:
+    handle, reason = await _store(unit, image, index, info, None)
+    return not_sent_marker(info, image.media_type, len(image.data), why, handle, reason)
+
+
+async def _store(
+    unit: _Unit,
+    image: BinaryContent,
+    index: int,
+    info: ImageInfo | None,
+    sent: FittedImage | None,
+    copy: str | None = None,
+) -> tuple[str | None, str]:
+    """Write the original byte for byte; record it in the return's metadata."""
+    key = f'{unit.key}{index}'
+    handle, reason = await unit.write(unit.ctx, key, image.data, unit.setting.timeout)
+    if handle is None:
+        warn(f'The original of an image returned by `{unit.call.tool_name}` could not be stored: {reason}')
+        return None, reason
+    unit.records.append(
+        {
+            'handle': handle,
+            'key': key,
+            'media_type': info.media_type if info is not None else image.media_type,
+            'width': info.width if info is not None else None,
+            'height': info.height if info is not None else None,
+            'bytes': len(image.data),
+            'sent': [sent.width, sent.height, sent.media_type] if sent is not None else None,
+            'copy': copy,
+        }
+    )
+    return handle, ''
+
+
+async def _in_worker(ctx: RunContext[Any], work: Callable[[], _T], *, large: bool) -> _T:
+    """Decoding and encoding run in a worker thread (in place in durable workflow code, which may not start one)."""
+    if large and not ctx.in_durable_context:
+        return await anyio.to_thread.run_sync(work)
+    return work()

@@ -1,0 +1,104 @@
+"""An image's type and pixel size from its first bytes, without decoding it (and without Pillow).
+
+Read before anything is decoded, so a decompression bomb (a few KB declaring billions of pixels) is refused from its
+header. PNG, GIF, WebP and JPEG: the formats every provider takes. Work is bounded: the JPEG walk visits each marker
+once and stops at the first frame header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ('ImageInfo', 'sniff_image')
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What an image's header says."""
+
+    media_type: str
+    """`image/png`, `image/jpeg`, ... as read from the bytes (not as declared)."""
+
+    width: int
+    """Pixels."""
+
+    height: int
+    """Pixels."""
+
+    nbytes: int
+    """The encoded image's size."""
+
+    @property
+    def pixels(self) -> int:
+        """Width times height."""
+        return self.width * self.height
+
+
+def sniff_image(data: bytes) -> ImageInfo | None:
+    """The type and size `data`'s header declares, or `None` when it is not a PNG, GIF, WebP or JPEG this can read."""
+    size: tuple[str, int, int] | None
+    if data.startswith(b'\x89PNG\r\n\x1a\n'):
+        size = _png(data)
+    elif data[:6] in (b'GIF87a', b'GIF89a'):
+        size = ('image/gif', int.from_bytes(data[6:8], 'little'), int.from_bytes(data[8:10], 'little'))
+    elif data[:4] == b'RIFF' and data[8:12] == b'WEBP':
+        size = _webp(data)
+    elif data[:3] == b'\xff\xd8\xff':
+        size = _jpeg(data)
+    else:
+        size = None
+    if size is None or size[1] <= 0 or size[2] <= 0:
+        return None
+    return ImageInfo(size[0], size[1], size[2], len(data))
+
+
+def _png(data: bytes) -> tuple[str, int, int] | None:
+    if data[12:16] != b'IHDR' or len(data) < 24:
+        return None
+    return 'image/png', int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big')
+
+
+def _webp(data: bytes) -> tuple[str, int, int] | None:
+    chunk = data[12:16]
+    if chunk == b'VP8X' and len(data) >= 30:
+        return 'image/webp', int.from_bytes(data[24:27], 'little') + 1, int.from_bytes(data[27:30], 'little') + 1
+    if chunk == b'VP8L' and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], 'little')
+        return 'image/webp', (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b'VP8 ' and len(data) >= 30:
+        return (
+            'image/webp',
+            int.from_bytes(data[26:28], 'little') & 0x3FFF,
+            int.from_bytes(data[28:30], 'little') & 0x3FFF,
+        )
+    return None
+
+
+_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+"""JPEG start-of-frame markers: the frame header holds the image's size."""
+
+
+def _jpeg(data: bytes) -> tuple[str, int, int] | None:
+    position = 2
+    end = len(data)
+    while position + 4 <= end:
+        if data[position] != 0xFF:
+            return None
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            position += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
+            position += 2
+            continue
+        length = int.from_bytes(data[position + 2 : position + 4], 'big')
+        if length < 2:
+            return None
+        if marker in _SOF:
+            if position + 9 > end:
+                return None
+            height = int.from_bytes(data[position + 5 : position + 7], 'big')
+            width = int.from_bytes(data[position + 7 : position + 9], 'big')
+            return 'image/jpeg', width, height
+        position += 2 + length
+    return None

@@ -1,0 +1,145 @@
+"""`view_tool_result_image`: the model looks again at a stored image, or any region of it, at the most detail the
+serving model takes.
+
+Offered only once the conversation holds a stored image (`images_in_conversation`), so a text-only session pays no
+tokens for its definition. The answer is a `ToolReturn` whose value holds one line and the image (`BinaryImage`).
+Bounded like the query tools: a payload larger than `MAX_VIEW_BYTES` is not read, a header declaring more pixels
+than the setting decodes is refused, and decoding runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
+
+import anyio
+from pydantic_ai import FunctionToolset, RunContext, Tool
+from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+
+from ..._typing import is_list, is_mapping
+from .._events import AGED_PREFIX
+from .._query_tools._handles import clean_handle
+from ..stores._protocol import HandleNotFoundError, OverflowStore, payload_size
+from ._fit import ImageRefused, PillowMissing, crop_image, read_info
+from ._images import IMAGES_KEY
+from ._markers import VIEW_TOOL_NAME, size_text
+from ._setting import ImageBand
+
+__all__ = ('AGED_IMAGES_KEY', 'MAX_VIEW_BYTES', 'VIEW_TOOLSET_ID', 'build_view_toolset', 'images_in_conversation')
+
+VIEW_TOOLSET_ID = 'overflowing_tool_output_images'
+"""The id of the toolset holding the view tool."""
+
+AGED_IMAGES_KEY = f'{AGED_PREFIX}_images'
+"""The metadata key listing the handles of the images an aged return held."""
+
+MAX_VIEW_BYTES = 256 * 1024 * 1024
+"""A stored payload larger than this is not read to be viewed."""
+
+VIEW_MARK = {'overflowing_tool_output': 'view_image'}
+"""Marks the view tool's definition, so the capability leaves its answers as they are."""
+
+_VIEW_DOC = (
+    'Show a stored image, or the region x,y,width,height of it (original pixels; 0: to the edge) in more detail.'
+)
+
+Route = Callable[[RunContext[Any], str], OverflowStore]
+
+
+def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
+    """The handles of the images the conversation stored (fitted or aged), oldest first."""
+    handles: list[str] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if not isinstance(part, ToolReturnPart) or not is_mapping(part.metadata):
+                continue
+            records: object = part.metadata.get(IMAGES_KEY)
+            if is_list(records):
+                handles.extend(
+                    record['handle']
+                    for record in records
+                    if is_mapping(record) and isinstance(record.get('handle'), str)
+                )
+            aged: object = part.metadata.get(AGED_IMAGES_KEY)
+            if is_list(aged):
+                handles.extend(handle for handle in aged if isinstance(handle, str))
+    return handles
+
+
+def images_in_conversation(messages: Iterable[ModelMessage]) -> bool:
+    """Whether the conversation holds a stored image (then the view tool is offered)."""
+    return bool(stored_image_handles(messages))
+
+
+def is_view_tool(tool_def: ToolDefinition) -> bool:
+    """Whether `tool_def` is the view tool (under any name)."""
+    return tool_def.toolset_id == VIEW_TOOLSET_ID or VIEW_MARK.items() <= (tool_def.metadata or {}).items()
+
+
+def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float = 30.0) -> AbstractToolset[Any]:
+    """The view tool over the stores `route` picks, offered once the conversation holds a stored image."""
+
+    async def view_tool_result_image(
+        ctx: RunContext[Any], handle: str, x: int = 0, y: int = 0, width: int = 0, height: int = 0
+    ) -> ToolReturn | str:
+        meant = clean_handle(handle)
+        if min(x, y, width, height) < 0:
+            return 'x, y, width and height must be 0 or more (pixels of the original; width=0: to the right edge).'
+        store = route(ctx, meant)
+        try:
+            with anyio.fail_after(store_timeout):
+                size = await payload_size(store, meant)
+                if size > MAX_VIEW_BYTES:
+                    return f"The stored payload '{meant}' is {size_text(size)}, too large to view here."
+                data = await store.read(meant)
+        except (HandleNotFoundError, KeyError, FileNotFoundError):
+            known = stored_image_handles(ctx.messages)
+            listed = ', '.join(f"'{known_handle}'" for known_handle in known[-5:]) or 'none'
+            return f"No stored image under '{meant}'. Images stored in this conversation: {listed}."
+        except TimeoutError:
+            return (
+                f"The stored image '{meant}' could not be read right now (the store did not answer). Try again later."
+            )
+        except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
+            return f"The stored image '{meant}' could not be read: {type(exc).__name__}."
+        target = setting.target(ctx.model)
+        try:
+            info = await anyio.to_thread.run_sync(partial(read_info, data, setting.max_decode_pixels))
+        except (ImageRefused, PillowMissing) as exc:
+            return f"The payload '{meant}' cannot be shown as an image: {exc}."
+        if x >= info.width or y >= info.height:
+            return f'x={x}, y={y} is outside the image, which is {info.width}x{info.height} px.'
+        right = info.width if width == 0 else min(info.width, x + width)
+        bottom = info.height if height == 0 else min(info.height, y + height)
+        lossless = info.media_type != 'image/jpeg'
+        try:
+            shown = await anyio.to_thread.run_sync(
+                partial(crop_image, data, info, (x, y, right, bottom), target, lossless=lossless)
+            )
+        except (ImageRefused, PillowMissing) as exc:
+            return f"The image '{meant}' cannot be shown: {exc}."
+        scale = 'full detail' if shown.width >= right - x else f'scaled to {shown.width}x{shown.height}'
+        line = f"Region x={x}..{right}, y={y}..{bottom} of the {info.width}x{info.height} image '{meant}' ({scale}):"
+        record = {'handle': meant, 'box': [x, y, right, bottom], 'sent': [shown.width, shown.height, shown.media_type]}
+        return ToolReturn(
+            return_value=[line, BinaryImage(shown.data, media_type=shown.media_type)],
+            metadata={'overflow_view': record},
+        )
+
+    view_tool_result_image.__doc__ = _VIEW_DOC
+    toolset = FunctionToolset[Any](
+        [Tool(view_tool_result_image, name=VIEW_TOOL_NAME)],
+        id=VIEW_TOOLSET_ID,
+        max_retries=5,
+        metadata=dict(VIEW_MARK),
+    )
+
+    def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+        return images_in_conversation(ctx.messages)
+
+    return toolset.filtered(offered)

@@ -1,0 +1,109 @@
+"""Images age too (issue 35, item 4): 40 screenshots in one session, old ones leaving the context as stubs naming
+handles in the same batches as text, every original read back byte for byte, and each viewable again."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from PIL import Image, ImageDraw
+from pydantic_ai import Agent
+from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ToolReturnPart
+
+from pydantic_ai_harness.overflowing_tool_output import Aging, ImageBand, LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output._media import AGED_IMAGES_KEY, IMAGES_KEY
+
+from ._images import assert_fits_every_provider, encode, images_sent, screenshot
+from .test_image_band import Scripted
+
+pytestmark = pytest.mark.anyio
+
+SESSION = 40
+
+
+def numbered_screenshot(number: int) -> bytes:
+    """A 1280x800 screenshot (within every provider's limits: sent as it is) with its number drawn in."""
+    image = Image.new('RGB', (1280, 800), (250, 250, 250))
+    ImageDraw.Draw(image).text((40, 40), f'screen {number}', fill=(0, 0, 0))
+    return encode(image)
+
+
+def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+async def run_session(tmp_path: Path, images: ImageBand, aging: Aging | None) -> tuple[Scripted, list[bytes], Any]:
+    shots = [screenshot() if number % 10 == 0 else numbered_screenshot(number) for number in range(SESSION)]
+    script = Scripted(*[[('shot', {'number': number})] for number in range(SESSION)])
+    store = LocalFileStore(base_dir=tmp_path)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store, images=images, aging=aging)])
+
+    @agent.tool_plain(name='shot')
+    def shot(number: int) -> BinaryImage:
+        return BinaryImage(shots[number], media_type='image/png')
+
+    await agent.run('browse', run_id='session')
+    return script, shots, store
+
+
+async def test_forty_screenshots_age_in_batches_and_every_original_reads_back(tmp_path: Path) -> None:
+    script, shots, store = await run_session(
+        tmp_path, ImageBand(keep_newest=3), Aging(after_turns=4, batch_tokens=4_000)
+    )
+    last = script.requests[-1]
+    # No request carries more than the 3 newest screenshots and the due ones still short of a batch (4,000 tokens:
+    # three more of ~1,366 tokens each), against 40 without aging; every request fits every provider.
+    counts = [len(images_sent(request)) for request in script.requests]
+    assert max(counts) <= 3 + 3 + 1 and counts[-1] >= 3, counts
+    for request in script.requests:
+        assert_fits_every_provider(images_sent(request))
+    # Every screenshot is still reachable: an aged one names its original's handle; each reads back byte for byte.
+    returns = tool_returns(last)
+    assert len(returns) == SESSION
+    for number, part in enumerate(returns):
+        metadata = part.metadata if isinstance(part.metadata, dict) else {}
+        handles = metadata.get(AGED_IMAGES_KEY) or [record['handle'] for record in metadata.get(IMAGES_KEY, [])]
+        if handles:
+            assert await store.read(handles[0]) == shots[number]
+        else:
+            assert isinstance(part.content, BinaryImage) and part.content.data == shots[number]
+    aged = [part for part in returns if isinstance(part.content, str)]
+    assert len(aged) >= SESSION - 7
+    assert aged[1].content == snapshot(
+        "[Moved out of context: the output of `shot` (1 image). Stored under 'v04r5zbqtm' (1280x800 PNG): view_tool_result_image(handle) shows one again.]"
+    )
+    # Batches: the stubs came in a few batches, not one per request.
+    steps = {part.metadata['overflow_aged_step'] for part in aged if isinstance(part.metadata, dict)}
+    assert len(steps) < len(aged) // 2
+
+
+async def test_an_aged_screenshot_can_be_viewed_again(tmp_path: Path) -> None:
+    def view_first(messages: list[ModelMessage]) -> list[tuple[str, dict[str, Any]]]:
+        first = tool_returns(messages)[0]
+        assert isinstance(first.metadata, dict) and isinstance(first.content, str), first.content
+        return [('view_tool_result_image', {'handle': first.metadata[AGED_IMAGES_KEY][0]})]
+
+    shots = [numbered_screenshot(number) for number in range(6)]
+    script = Scripted(*[[('shot', {'number': number})] for number in range(6)], view_first)
+    agent = Agent(
+        script.model(),
+        capabilities=[
+            OverflowingToolOutput(
+                store=LocalFileStore(base_dir=tmp_path),
+                images=ImageBand(keep_newest=1),
+                aging=Aging(after_turns=2, batch_tokens=1_000),
+            )
+        ],
+    )
+    agent.tool_plain(name='shot')(lambda number: BinaryImage(shots[number], media_type='image/png'))
+    await agent.run('browse', run_id='session')
+    view = tool_returns(script.requests[-1])[-1]
+    assert isinstance(view.content, list)
+    line, image = view.content
+    assert line == snapshot("Region x=0..1280, y=0..800 of the 1280x800 image 'wa7h4cb46k' (full detail):")
+    assert isinstance(image, BinaryImage)
+    with Image.open(io.BytesIO(image.data)) as shown:
+        assert shown.size == (1280, 800)
