@@ -17,7 +17,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 
 from .._events import report, warn
-from .._media._steps import MediaStep, media_step
+from .._media._steps import MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
 from .._rendering._render import Rendered, measure, render_content, render_value
 from ..stores import OverflowStore
@@ -169,7 +169,7 @@ class BandLoop:
             new_content = await self.reduce_unit(ctx, call, bands, rendered, content, 'content', takes_arguments)
         if new_value is None and new_content is None:
             return result
-        return reassemble(envelope, value, content, new_value, new_content)
+        return with_stored_images(reassemble(envelope, value, content, new_value, new_content), new_value, new_content)
 
     async def reduce_unit(
         self,
@@ -274,7 +274,7 @@ class BandLoop:
             else None
         )
         if inner is not None and isinstance(inner.value, str):
-            return replace(inner, value=step.header + inner.value)
+            return replace(inner, value=step.header + inner.value, images=step.images)
         body = step.rendered.text if step.rendered is not None else ''
         reduced = Reduced(
             step.header + body,
@@ -283,6 +283,7 @@ class BandLoop:
             step.nbytes,
             size_before=size_before or measured,
             key=unit_key(ctx, call, unit),
+            images=step.images,
         )
         await report(ctx, call.tool_name, reduced_event(call, unit, reduced, ['Spill'], measured))
         return reduced

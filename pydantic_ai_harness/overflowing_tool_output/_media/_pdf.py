@@ -44,10 +44,6 @@ TEXT_SECONDS = 30.0
 PAGE_LONG_EDGE = 1568
 """The long edge, in pixels, a page is rendered at: what Claude reads without scaling down; fits every provider."""
 
-MAX_PAGE_PIXELS = 1568 * 1568
-"""Pixels of one rendered page, at most (a page 1 pt wide and 10^6 pt tall is not rendered as a 1568x1 strip of
-nothing: the short edge is at least 1 px, and the area at most this)."""
-
 
 @dataclass
 class PdfDigest:
@@ -182,7 +178,10 @@ def render_page(data: bytes, number: int, *, long_edge: int = PAGE_LONG_EDGE) ->
         page = document[number - 1]
         try:
             width, height = page.get_size()  # points
-            bitmap = page.render(scale=_scale(float(width), float(height), long_edge))
+            try:
+                bitmap = page.render(scale=_scale(float(width), float(height), long_edge))
+            except pdfium.PdfiumError as exc:
+                raise ValueError(f'page {number} could not be rendered: {exc}') from None
             try:
                 out = io.BytesIO()
                 bitmap.to_pil().save(out, format='PNG', optimize=True)
@@ -196,10 +195,8 @@ def render_page(data: bytes, number: int, *, long_edge: int = PAGE_LONG_EDGE) ->
 
 
 def _scale(width: float, height: float, long_edge: int) -> float:
-    """Pixels per point: the long edge at `long_edge` px, the area within `MAX_PAGE_PIXELS`, never above 4x."""
+    """Pixels per point: the long edge at `long_edge` px (never above 8 px per point, 576 dpi), so the page is at most
+    `long_edge` squared pixels whatever its declared size.
+    """
     width, height = max(width, 1.0), max(height, 1.0)
-    scale = min(long_edge / max(width, height), 4.0)
-    area = width * height * scale * scale
-    if area > MAX_PAGE_PIXELS:
-        scale *= (MAX_PAGE_PIXELS / area) ** 0.5
-    return scale
+    return min(long_edge / max(width, height), 8.0)

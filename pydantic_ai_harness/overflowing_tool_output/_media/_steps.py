@@ -13,18 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
+
+from pydantic_ai.messages import ToolReturn
 
 from ..._gil import hand_over
-from .._actions._unit import ActionContext
+from ..._typing import is_list, is_mapping
+from .._actions._unit import ActionContext, Reduced
 from .._offload import OFF_LOOP_BYTES, off_loop
 from .._query_tools._names import offered_names
 from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
 from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
+from ._images import IMAGES_KEY
+from ._markers import VIEW_TOOL_NAME
 from ._pdf import PdfDigest, is_pdf, page_line, read_pdf
+from ._sniff import sniff_image
 
-__all__ = ('MediaStep', 'media_step', 'secret_check')
+__all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
 
 _MISSING_HINT = "install 'pydantic-ai-harness-context[media]' to read its pages"
 
@@ -44,6 +51,36 @@ class MediaStep:
 
     rendered: Rendered | None
     """What goes on through the band's action (the text, the text with markers); `None`: the header is all."""
+
+    images: tuple[dict[str, Any], ...] = ()
+    """What the view tool can show, recorded as the image band records its originals: image blobs, the PDF."""
+
+
+def with_stored_images(result: ToolReturn[Any], *units: Reduced | None) -> ToolReturn[Any]:
+    """`result` with the images its units stored apart added to its `overflow_images` records (after the image
+    band's own), so the view tool is offered for them.
+    """
+    added = [record for unit in units if unit is not None for record in unit.images]
+    if not added or not is_mapping(result.metadata):
+        return result
+    earlier: object = result.metadata.get(IMAGES_KEY)
+    records = [*(earlier if is_list(earlier) else []), *added]
+    return replace(result, metadata={**result.metadata, IMAGES_KEY: records})
+
+
+def _record(handle: str, key: str, data: bytes, media_type: str) -> dict[str, Any]:
+    """The `overflow_images` record of a stored image blob or PDF (the fields the image band writes)."""
+    info = sniff_image(data) if media_type.startswith('image/') else None
+    return {
+        'handle': handle,
+        'key': key,
+        'media_type': info.media_type if info is not None else media_type,
+        'width': info.width if info is not None else None,
+        'height': info.height if info is not None else None,
+        'bytes': len(data),
+        'sent': None,
+        'copy': None,
+    }
 
 
 def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], bool] | None:
@@ -111,7 +148,8 @@ async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[M
     digest = await off_loop(unit.run, partial(read_pdf, data), large=True)
     header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data))
     log = digest.text_log() if digest.pages is not None else ''
-    return MediaStep(header, handle, len(data), Rendered('text', log) if log else None), ''
+    record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if digest.pages else ()
+    return MediaStep(header, handle, len(data), Rendered('text', log) if log else None, record), ''
 
 
 def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -> str:
@@ -124,14 +162,15 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -
     pages = digest.pages
     count = '1 page' if pages == 1 else f'{pages} pages'
     unreadable = f'; the text of {digest.unreadable} could not be read' if digest.unreadable else ''
+    view = f'{VIEW_TOOL_NAME}(handle, page=N) shows page N as an image'
     if not any(digest.texts):
-        return f'[{saved}: {count}, none with text to read{unreadable or " (scanned images?)"}.]\n'
+        return f'[{saved}: {count}, none with text to read{unreadable or " (scanned images?)"}; {view}.]\n'
     stopped = '; '.join(filter(None, (digest.stopped, unreadable.removeprefix('; '))))
     stopped = f' ({stopped})' if stopped else ''
     first = page_line(2 if pages > 1 else 1, pages)
     return (
         f'[{saved}: {count}. Its text follows{stopped}, each page starting with a line like `{first}`; '
-        f"{offered_names().grep}(handle, pattern='{first}') gives that page's line.]\n"
+        f"{offered_names().grep}(handle, pattern='{first}') gives that page's line; {view}.]\n"
     )
 
 
@@ -142,11 +181,16 @@ async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: flo
     if handle is None:
         return None, reason
     markers: list[str] = []
+    records: list[dict[str, Any]] = []
     for number, blob in enumerate(blobs, 1):
-        blob_handle, reason = await unit.write(f'{unit.key}/blob-{number}', blob.data, timeout)
+        key = f'{unit.key}/blob-{number}'
+        blob_handle, reason = await unit.write(key, blob.data, timeout)
         if blob_handle is None:
             return None, reason
-        markers.append(blob_marker(blob, blob_handle, view=None))
+        viewable = sniff_image(blob.data) is not None
+        markers.append(blob_marker(blob, blob_handle, view=f'{VIEW_TOOL_NAME} shows it' if viewable else None))
+        if viewable:
+            records.append(_record(blob_handle, key, blob.data, blob.media_type))
     replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
     decoded = format_bytes(sum(len(blob.data) for blob in blobs))
     what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
@@ -154,7 +198,7 @@ async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: flo
         f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
         f"saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
     )
-    return MediaStep(header, handle, len(original), Rendered('text', replaced)), ''
+    return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records)), ''
 
 
 def _original_bytes(rendered: Rendered) -> bytes:

@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
+from PIL import Image
 from pydantic_ai import Agent, BinaryContent
 from pypdf import PdfReader, PdfWriter
 
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
 
-from .._scripted_queries import RUN_ID, Call, Script
+from .._scripted_queries import RUN_ID, Call
 from ._pdf_files import decompression_bomb_pdf, giant_page_pdf, looping_tree_pdf, pdf_with_pages
+from ._script import RunScript as Script
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +55,7 @@ async def test_a_300_page_pdf_is_paged_like_a_log_and_kept_byte_identical(tmp_pa
     await agent.run('What was revenue on page 150?', run_id=RUN_ID)
     preview, grep, read = script.shown
     assert preview == snapshot("""\
-[`report` returned a PDF (152.5 KB), saved unchanged as handle '7217zk37ff': 300 pages. Its text follows, each page starting with a line like `=== page 2/300 ===`; grep_tool_result(handle, pattern='=== page 2/300 ===') gives that page's line.]
+[`report` returned a PDF (152.5 KB), saved unchanged as handle '7217zk37ff': 300 pages. Its text follows, each page starting with a line like `=== page 2/300 ===`; grep_tool_result(handle, pattern='=== page 2/300 ===') gives that page's line; view_tool_result_image(handle, page=N) shows page N as an image.]
 [`report` returned too much to show (~57158 tokens). Saved in full under handle '7ewszaymfa': 9600 lines, 228631 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 First lines (1-5 of 9600):
@@ -98,7 +100,7 @@ async def test_a_short_pdf_is_shown_whole_as_text(tmp_path: Path) -> None:
     pdf = pdf_with_pages([['Invoice 2026-114', 'Total: 1,250.00 EUR'], ['Paid on 2026-05-02']])
     shown, store = await _shown(pdf, tmp_path)
     assert shown == snapshot("""\
-[`report` returned a PDF (993 bytes), saved unchanged as handle '7217zk37ff': 2 pages. Its text follows, each page starting with a line like `=== page 2/2 ===`; grep_tool_result(handle, pattern='=== page 2/2 ===') gives that page's line.]
+[`report` returned a PDF (993 bytes), saved unchanged as handle '7217zk37ff': 2 pages. Its text follows, each page starting with a line like `=== page 2/2 ===`; grep_tool_result(handle, pattern='=== page 2/2 ===') gives that page's line; view_tool_result_image(handle, page=N) shows page N as an image.]
 === page 1/2 ===
 Invoice 2026-114
 Total: 1,250.00 EUR
@@ -136,11 +138,55 @@ async def test_a_hostile_pdf_is_stored_unchanged_and_explained(name: str, tmp_pa
         shown.split('\n', 1)[0]
         == snapshot(
             {
-                'a content stream that inflates to 200 MB': "[`report` returned a PDF (204.4 KB), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?).]",
-                'a page 14,400 inches wide': "[`report` returned a PDF (685 bytes), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?).]",
+                'a content stream that inflates to 200 MB': "[`report` returned a PDF (204.4 KB), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?); view_tool_result_image(handle, page=N) shows page N as an image.]",
+                'a page 14,400 inches wide': "[`report` returned a PDF (685 bytes), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?); view_tool_result_image(handle, page=N) shows page N as an image.]",
                 'garbage declared as a PDF': "[`report` returned a PDF (15.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfStreamError: Stream has ended unexpectedly).]",
                 'a PDF encrypted with a password': "[`report` returned a PDF (2.3 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it is encrypted with a password.]",
                 'a page tree that loops, declaring a billion pages': "[`report` returned a PDF (2.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfReadError: Detected cyclic page references.).]",
             }
         )[name]
     )
+
+
+def _viewed(script: Script, answer: int) -> tuple[str, tuple[int, int]]:
+    """The line of a view tool answer and the size of the image it sent."""
+    (image,) = script.files[answer]
+    return script.shown[answer], Image.open(io.BytesIO(image.data)).size
+
+
+async def test_a_page_is_viewed_as_an_image_through_the_view_tool(tmp_path: Path) -> None:
+    """Page 150 of the stored PDF, rendered, then a region of it at more detail; hostile page numbers answered."""
+    pdf = _report()
+    store = LocalFileStore(base_dir=tmp_path)
+
+    def queries(handles: dict[str, str]) -> list[Call]:
+        pdf_handle = _original_handle(script.shown[0])  # the first answer names the file's handle
+        return [
+            ('view_tool_result_image', {'handle': pdf_handle, 'page': 150}),
+            (
+                'view_tool_result_image',
+                {'handle': pdf_handle, 'page': 150, 'x': 0, 'y': 0, 'width': 800, 'height': 300},
+            ),
+            ('view_tool_result_image', {'handle': pdf_handle, 'page': 301}),
+            ('view_tool_result_image', {'handle': handles['report'], 'page': 2}),
+        ]
+
+    script = Script([('report', {})], queries)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
+
+    @agent.tool_plain(name='report')
+    def report() -> BinaryContent:
+        return BinaryContent(pdf, media_type='application/pdf')
+
+    await agent.run('Show me page 150', run_id=RUN_ID)
+    _, _, _, past_end, not_pdf = script.shown
+    assert _viewed(script, 1) == snapshot(
+        ("Region x=0..2424, y=0..3136 of the 2424x3136 image '7217zk37ff' (scaled to 942x1219):", (942, 1219))
+    )
+    assert _viewed(script, 2) == snapshot(
+        ("Region x=0..800, y=0..300 of the 2424x3136 image '7217zk37ff' (full detail):", (800, 300))
+    )
+    assert past_end == snapshot(
+        "The PDF '7217zk37ff' cannot be shown: page 301 does not exist: the PDF has 300 pages (1 to 300)."
+    )
+    assert not_pdf == snapshot("'7ewszaymfa' is not a PDF, so it has no pages: leave page out.")
