@@ -27,7 +27,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
 )
 from pydantic_ai_harness.overflowing_tool_output._actions._bands import default_bands
 
-from .._scripted_queries import RUN_ID
+from .._scripted_queries import RUN_ID, Call
 from ._script import RunScript as Script
 
 pytestmark = pytest.mark.anyio
@@ -217,3 +217,28 @@ async def test_a_large_structured_value_keeps_its_json_valid(tmp_path: Path) -> 
         "[image/png data URL, 24.5 KB, saved as handle 'rn01cc9y9a'; view_tool_result_image shows it]"
     )
     assert await store.read(_handles(stored[2_500]['thumbnail'])[0]) == png
+
+
+async def test_an_image_blob_is_viewed_through_the_view_tool(tmp_path: Path) -> None:
+    """The screenshot a JSON page carried as a data URL, looked at: the view tool fits it to the serving model."""
+    png = _noise_png(2400, 1200, seed=11)
+    page = json.dumps({'title': 'Dashboard', 'screenshot': 'data:image/png;base64,' + base64.b64encode(png).decode()})
+    store = LocalFileStore(base_dir=tmp_path)
+
+    def queries(handles: dict[str, str]) -> list[Call]:
+        blob = _handles(script.shown[0].split('\n', 1)[1])[0]
+        return [('view_tool_result_image', {'handle': blob}), ('view_tool_result_image', {'handle': blob, 'page': 2})]
+
+    script = Script([('browse', {})], queries)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
+    agent.tool_plain(name='browse')(lambda: page)
+    await agent.run('What does the dashboard show?', run_id=RUN_ID)
+    shown, viewed, paged = script.shown
+    assert shown.split('\n', 1)[1] == snapshot(
+        '{"title": "Dashboard", "screenshot": "[image/png data URL, 8.7 MB, saved as handle \'rn01cc9y9a\'; view_tool_result_image shows it]"}'
+    )
+    (image,) = script.files[1]
+    assert (viewed, Image.open(io.BytesIO(image.data)).size) == snapshot(
+        ("Region x=0..2400, y=0..1200 of the 2400x1200 image 'rn01cc9y9a' (scaled to 1516x758):", (1516, 758))
+    )
+    assert paged == snapshot("'rn01cc9y9a' is not a PDF, so it has no pages: leave page out.")
