@@ -26,6 +26,7 @@ __all__ = (
     'PAGE_LONG_EDGE',
     'TEXT_SECONDS',
     'PdfDigest',
+    'can_render',
     'is_pdf',
     'page_line',
     'read_pdf',
@@ -157,6 +158,15 @@ def _tidy(text: str) -> str:
 def _short(exc: Exception) -> str:
     message = str(exc).replace('\n', ' ')
     return message if len(message) <= 120 else message[:117] + '...'
+
+
+def can_render() -> bool:
+    """Whether pages can be rendered here (pypdfium2 imports)."""
+    try:
+        importlib.import_module('pypdfium2')
+    except ImportError:
+        return False
+    return True
 
 
 def render_page(data: bytes, number: int, *, long_edge: int = PAGE_LONG_EDGE) -> bytes:

@@ -28,7 +28,7 @@ from .._rendering._render import Rendered, stored_form
 from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
 from ._images import IMAGES_KEY
 from ._markers import VIEW_TOOL_NAME
-from ._pdf import PdfDigest, is_pdf, page_line, read_pdf
+from ._pdf import PdfDigest, can_render, is_pdf, page_line, read_pdf
 from ._sniff import sniff_image
 
 __all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
@@ -146,13 +146,14 @@ async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[M
     if handle is None:
         return None, reason
     digest = await off_loop(unit.run, partial(read_pdf, data), large=True)
-    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data))
+    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=can_render())
     log = digest.text_log() if digest.pages is not None else ''
-    record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if digest.pages else ()
+    viewable = digest.pages and can_render()
+    record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if viewable else ()
     return MediaStep(header, handle, len(data), Rendered('text', log) if log else None, record), ''
 
 
-def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -> str:
+def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, pages_as_images: bool) -> str:
     """The line in front of a PDF's text: what the file is, where it is kept, how its pages are found."""
     saved = f"`{tool_name}` returned a PDF ({format_bytes(nbytes)}), saved unchanged as handle '{handle}'"
     if digest.missing:
@@ -162,7 +163,11 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int) -
     pages = digest.pages
     count = '1 page' if pages == 1 else f'{pages} pages'
     unreadable = f'; the text of {digest.unreadable} could not be read' if digest.unreadable else ''
-    view = f'{VIEW_TOOL_NAME}(handle, page=N) shows page N as an image'
+    view = (
+        f'{VIEW_TOOL_NAME}(handle, page=N) shows page N as an image'
+        if pages_as_images
+        else 'its pages cannot be shown as images here (pypdfium2 is not installed)'
+    )
     if not any(digest.texts):
         return f'[{saved}: {count}, none with text to read{unreadable or " (scanned images?)"}; {view}.]\n'
     stopped = '; '.join(filter(None, (digest.stopped, unreadable.removeprefix('; '))))

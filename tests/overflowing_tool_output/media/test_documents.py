@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,64 @@ async def test_a_page_is_viewed_as_an_image_through_the_view_tool(tmp_path: Path
         "The PDF '7217zk37ff' cannot be shown: page 301 does not exist: the PDF has 300 pages (1 to 300)."
     )
     assert not_pdf == snapshot("'7ewszaymfa' is not a PDF, so it has no pages: leave page out.")
+
+
+_WITHOUT_PDF_LIBRARIES = """
+import asyncio, sys, tempfile
+for name in sys.argv[1:]:
+    sys.modules[name] = None  # not installed, as far as any import can tell
+from pydantic_ai import Agent, BinaryContent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from tests.overflowing_tool_output.media._pdf_files import pdf_with_pages
+
+pdf = pdf_with_pages([[f'line {i}' for i in range(40)] for _ in range(100)])
+
+def respond(messages, info):
+    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart('report', {}, tool_call_id='call_0')])
+    if len(returns) == 1 and 'view_tool_result_image' in returns[0].content:
+        handle = returns[0].content.split("handle '")[1].split("'")[0]
+        return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': handle, 'page': 1})])
+    return ModelResponse(parts=[TextPart('\\n'.join(str(r.content).split('\\n')[0] for r in returns))])
+
+store = LocalFileStore(base_dir=tempfile.mkdtemp())
+agent = Agent(FunctionModel(respond), capabilities=[OverflowingToolOutput(store=store)])
+agent.tool_plain(name='report')(lambda: BinaryContent(pdf, media_type='application/pdf'))
+output = agent.run_sync('Read it', run_id='019adc3e-8f21-7c4b-9a6e-5d0f2b7c8e13').output
+handle = output.split("handle '")[1].split("'")[0]
+assert asyncio.run(store.read(handle)) == pdf
+print(output)
+"""
+
+
+@pytest.mark.parametrize('missing', [('pypdf', 'pypdfium2'), ('pypdfium2',)], ids=['no PDF library', 'no renderer'])
+def test_without_the_media_extra_a_pdf_is_stored_and_the_model_told_what_is_missing(missing: tuple[str, ...]) -> None:
+    """A child interpreter where the PDF libraries cannot be imported: the file is kept byte for byte, the marker
+    names the package and the install command; without the renderer a page view says why it cannot be shown."""
+    root = Path(__file__).resolve().parents[3]
+    child = subprocess.run(
+        [sys.executable, '-c', _WITHOUT_PDF_LIBRARIES, *missing],
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert (
+        child.stdout.strip()
+        == snapshot(
+            {
+                (
+                    'pypdf',
+                    'pypdfium2',
+                ): "[`report` returned a PDF (39.6 KB), saved unchanged as handle 'wkgg9gwwhf'; install 'pydantic-ai-harness-context[media]' to read its pages (pypdf is not installed).]",
+                (
+                    'pypdfium2',
+                ): "[`report` returned a PDF (39.6 KB), saved unchanged as handle 'wkgg9gwwhf': 100 pages. Its text follows, each page starting with a line like `=== page 2/100 ===`; grep_tool_result(handle, pattern='=== page 2/100 ===') gives that page's line; its pages cannot be shown as images here (pypdfium2 is not installed).]",
+            }
+        )[missing]
+    )
