@@ -25,6 +25,7 @@ SECTIONS: dict[str, str] = {
     'secrets': 'bench.bench_secrets',
     'handles': 'bench.bench_handles',
     'cli': 'bench.bench_cli',
+    'media': 'bench.bench_media',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""

@@ -116,6 +116,7 @@ def test_extras_are_named_for_what_they_cover_and_pin_no_test_servers(metadata: 
         'secrets',
         'hyperscan',
         'numpy',
+        'media',
     }
     requirements = metadata.get_all('Requires-Dist', [])
     assert "obstore>=0.6; extra == 'object-store'" in requirements

@@ -53,6 +53,7 @@ from ._events import (
     warn,
 )
 from ._media import ImageBand, build_view_toolset, fit_result_images, is_view_tool
+from ._media._durable import fit_answer, fit_through
 from ._media._steps import secret_check
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
@@ -179,6 +180,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
     _loop: BandLoop = field(init=False, repr=False, compare=False)
     _requests: RequestSide = field(init=False, repr=False, compare=False)
+    _view_toolset: AbstractToolset[Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         warn_on_clash()  # once per process; this class is upstream's `ToolOutputLimits` when upstream won the files
@@ -207,6 +209,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError(f'images must be an ImageBand or None, got {type(self.images).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
+        self._view_toolset = self._build_view_toolset()
         self._summarize_actions = summarize_actions(self._band_lists())
         self._loop = BandLoop(
             self.bands_for,
@@ -286,15 +289,21 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools (`_text_toolset`), and the image view tool once a conversation holds a stored image."""
         toolset = self._text_toolset()
-        if self.images is None:
+        view = self._view_toolset
+        if view is None:
             return toolset
+        return view if toolset is None else CombinedToolset([toolset, view])
+
+    def _build_view_toolset(self) -> AbstractToolset[Any] | None:
+        """The image view tool, built once (its schema is generated with it)."""
+        if self.images is None:
+            return None
         store, spill = self._resolved_store, self.workspace
 
         def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
             return route_for_run(store, spill)(ctx, handle) if spill is not None else store
 
-        view = build_view_toolset(self.images, route, store_timeout=self.images.timeout)
-        return view if toolset is None else CombinedToolset([toolset, view])
+        return build_view_toolset(self.images, route, store_timeout=self.images.timeout)
 
     def _text_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools the model pages back into spills with; none when no setting can ever store an output.
@@ -359,7 +368,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         try:
             images = self.images if self.bands_for(tool_def.name) else None  # `per_tool={name: []}`: left as is
             if images is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
-                result = await fit_result_images(ctx, call, result, images, self._write)
+                fit = partial(fit_through, self._fit_image_durably)
+                result = await fit_result_images(ctx, call, result, images, self._write, fit)
             with naming(run_names(ctx)):  # previews name the query tools as this run offers them
                 return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -481,6 +491,15 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
         return await store_write(store_for_run(self._resolved_store, ctx, self.workspace), key, data, timeout)
+
+    @durable_operation(name='overflow_fit_image')
+    async def _fit_image_durably(
+        self, ctx: RunContext[AgentDepsT], data_b64: str, info: dict[str, Any], target: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Fit one image (`_media`): a durable unit under an engine, so workflow code never decodes an image (seconds
+        of CPU) and a replay reuses the recorded copy. Refusals are returned, not raised, so they are recorded too.
+        """
+        return await fit_answer(data_b64, info, target)
 
     @durable_operation(name='overflow_payload_size')
     async def _payload_size_durably(

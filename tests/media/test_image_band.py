@@ -149,7 +149,7 @@ async def test_a_decompression_bomb_is_refused_undecoded_and_stored_as_it_is(tmp
     await agent.run('look', run_id='run-1')
     (part,) = last_returns(script.requests[1])
     assert part.content == snapshot(
-        "[Image declared image/png (84 bytes) not shown: its header declares 100000x100000 px (10,000,000,000 pixels), over the 100,000,000 decoded here (a decompression bomb, or too large to process), so it was not decoded. Stored as it is under handle '0n29rk9asg'.]"
+        "[Image declared image/png (84 bytes) not shown: its header declares 100000x100000 px (10,000,000,000 pixels), over the 89,000,000 decoded here (a decompression bomb, or too large to process), so it was not decoded. Stored as it is under handle '0n29rk9asg'.]"
     )
     assert images_sent(script.requests[1]) == []
     assert await store.read(part.metadata[IMAGES_KEY][0]['handle']) == bomb

@@ -30,9 +30,10 @@ __all__ = (
     'read_info',
 )
 
-DEFAULT_MAX_DECODE_PIXELS = 100_000_000
+DEFAULT_MAX_DECODE_PIXELS = 89_000_000
 """Images declaring more pixels are refused from their header (a decompression bomb); a 50-megapixel screenshot of
-a large display is decoded. Decoding costs about 4 bytes of memory per pixel."""
+a large display is decoded. Just under Pillow's own `MAX_IMAGE_PIXELS` (89,478,485), above which Pillow warns and, at
+twice that, refuses. Decoding costs about 4 bytes of memory per pixel (some 360 MB at this limit)."""
 
 _LOSSLESS = frozenset({'image/png', 'image/gif', 'image/bmp', 'image/tiff', 'image/x-icon'})
 """Sources (screenshots, diagrams) whose copy is tried as PNG first: sharp text survives."""

@@ -181,6 +181,29 @@ class ImageTarget:
         """The largest token estimate of any provider row for a `width` x `height` image."""
         return max(row.tokens(width, height) for row in self.limits)
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain data, to cross a durable execution boundary (`from_json` reads it back)."""
+        return {
+            'long_edge': self.long_edge,
+            'max_pixels': self.max_pixels,
+            'max_bytes': self.max_bytes,
+            'max_tokens': self.max_tokens,
+            'media_types': sorted(self.media_types),
+            'providers': [row.provider for row in self.limits],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImageTarget:
+        """The target `to_json` wrote."""
+        return cls(
+            long_edge=int(data['long_edge']),
+            max_pixels=int(data['max_pixels']),
+            max_bytes=int(data['max_bytes']),
+            max_tokens=None if data['max_tokens'] is None else int(data['max_tokens']),
+            media_types=frozenset(str(media_type) for media_type in data['media_types']),
+            limits=tuple(PROVIDER_IMAGE_LIMITS[str(name)] for name in data['providers']),
+        )
+
 
 _ALL = tuple(PROVIDER_IMAGE_LIMITS.values())
 

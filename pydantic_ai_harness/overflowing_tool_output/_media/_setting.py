@@ -58,8 +58,6 @@ class ImageBand:
     def __post_init__(self) -> None:
         for name in ('max_long_edge', 'max_pixels', 'max_bytes', 'max_tokens', 'keep_newest'):
             _check_positive(getattr(self, name), name)
-        if self.keep_newest == 0:  # pragma: no cover - refused above; kept for clarity of intent
-            raise ValueError('ImageBand.keep_newest must be at least 1')
         if type(self.max_decode_pixels) is not int or self.max_decode_pixels < 1:
             raise ValueError(f'ImageBand.max_decode_pixels must be a positive int, got {self.max_decode_pixels!r}')
         if type(self.timeout) not in (int, float) or not 0 < self.timeout < float('inf'):

@@ -90,10 +90,10 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
         ctx: RunContext[Any], handle: str, x: int = 0, y: int = 0, width: int = 0, height: int = 0, page: int = 0
     ) -> ToolReturn | str:
         meant = clean_handle(handle)
-        if min(x, y, width, height, page) < 0:
-            return (
-                'x, y, width, height and page must be 0 or more (pixels of the original; width=0: to the right edge).'
-            )
+        if min(x, y, width, height) < 0:
+            return 'x, y, width and height must be 0 or more (pixels of the original; width=0: to the right edge).'
+        if page < 0:
+            return 'page must be 1 or more (the first page is 1), and only for a stored PDF.'
         store = route(ctx, meant)
         try:
             with anyio.fail_after(store_timeout):
