@@ -13,12 +13,12 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult, durable_operation
+from pydantic_ai.capabilities import CompactionRequest, CompactionResult, durable_operation
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelector, matches_tool_selector
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .._clash import warn_on_clash
@@ -30,15 +30,15 @@ from ._actions._bands import (
     default_bands,
     plainly_below,
     sorted_bands,
+    summarize_actions,
 )
 from ._actions._spill import store_write
 from ._actions._summarize import (
     DEFAULT_SUMMARY_PROMPT,
     OverflowConfigurationError,
-    RunLocks,
     SummaryOutcome,
     SummaryRequest,
-    summarize_actions,
+    SummaryRun,
     summarize_in_place,
     validate_summary_prompt,
 )
@@ -52,8 +52,8 @@ from ._events import (
     report_run,
     warn,
 )
-from ._media import ImageBand, build_view_toolset, fit_result_images, is_view_tool
-from ._media._durable import fit_answer, fit_through
+from ._media import is_view_tool
+from ._media._hooks import ImageHooks
 from ._media._steps import secret_check
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
@@ -86,7 +86,7 @@ __all__ = ('OverflowingToolOutput',)
 
 
 @dataclass
-class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
+class OverflowingToolOutput(ImageHooks[AgentDepsT]):
     """Reduce oversized tool returns when they are produced, so the reduced form is what persists in history.
 
     Tool returns stay in the message history, so an oversized one is paid for again on every later model
@@ -167,11 +167,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     enough, the next capability compacts. `None`: leave every compaction to the others. See
     [`LosslessCompaction`][pydantic_ai_harness.overflowing_tool_output.LosslessCompaction]."""
 
-    images: ImageBand | None = field(default_factory=ImageBand)
-    """Images in tool returns: sent as they are when they fit the serving model, else as a copy that fits, the
-    original stored under a handle the model looks at again with `view_tool_result_image`. `None`: images pass as
-    they are. See [`ImageBand`][pydantic_ai_harness.overflowing_tool_output.ImageBand]."""
-
     _bands_desc: tuple[Band, ...] = field(init=False, repr=False, compare=False)
     _per_tool_desc: dict[str, tuple[Band, ...]] = field(init=False, repr=False, compare=False)
     _resolved_store: OverflowStore = field(init=False, repr=False, compare=False)
@@ -180,7 +175,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
     _withholding: SecretWithholding | None = field(init=False, repr=False, compare=False)
     _loop: BandLoop = field(init=False, repr=False, compare=False)
     _requests: RequestSide = field(init=False, repr=False, compare=False)
-    _view_toolset: AbstractToolset[Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         warn_on_clash()  # once per process; this class is upstream's `ToolOutputLimits` when upstream won the files
@@ -205,11 +199,9 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             raise TypeError(f'step_budget must be a StepBudget or None, got {type(self.step_budget).__name__}')
         if self.aging is not None and not is_instance(self.aging, Aging):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
-        if self.images is not None and not is_instance(self.images, ImageBand):
-            raise TypeError(f'images must be an ImageBand or None, got {type(self.images).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
-        self._view_toolset = self._build_view_toolset()
+        self._set_up_images(self._resolved_store, self.workspace, self._write)
         self._summarize_actions = summarize_actions(self._band_lists())
         self._loop = BandLoop(
             self.bands_for,
@@ -220,10 +212,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
             self._resolved_store,
             self.workspace,
             self._write,
-            self._summarize_durably,
-            self._summarize_actions,
-            self.summary_prompt,
-            RunLocks(),
+            SummaryRun(self._summarize_actions, self.summary_prompt, self._summarize_durably),
             keep_blob_text=secret_check(self._withholding),
         )
         self._requests = RequestSide(
@@ -286,32 +275,8 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
 
     # --- hooks ---------------------------------------------------------------------------------------
 
-    def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
-        """The query tools (`_text_toolset`), and the image view tool once a conversation holds a stored image."""
-        toolset = self._text_toolset()
-        view = self._view_toolset
-        if view is None:
-            return toolset
-        return view if toolset is None else CombinedToolset([toolset, view])
-
-    def _build_view_toolset(self) -> AbstractToolset[Any] | None:
-        """The image view tool, built once (its schema is generated with it)."""
-        if self.images is None:
-            return None
-        store, spill = self._resolved_store, self.workspace
-
-        def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
-            return route_for_run(store, spill)(ctx, handle) if spill is not None else store
-
-        return build_view_toolset(self.images, route, store_timeout=self.images.timeout)
-
     def _text_toolset(self) -> AbstractToolset[AgentDepsT] | None:
-        """The query tools the model pages back into spills with; none when no setting can ever store an output.
-
-        Tool definitions are sent with every request, so a configuration that only truncates (or summarizes
-        without keeping the original) pays nothing for them. When one can store, they are offered from the first
-        request on, so the tool list never changes within a run.
-        """
+        """The query tools, offered from the first request on; none when no setting can ever store (`get_toolset`)."""
         # A step budget without an action uses each tool's smallest band, which may be any of them: keep the tools.
         budget_picks_any_band = self.step_budget is not None and self.step_budget.action is None
         if not budget_picks_any_band and self.aging is None and not uses_store(self._band_lists()):
@@ -366,10 +331,7 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         ):
             return result  # the common case, decided without rendering or allocating anything
         try:
-            images = self.images if self.bands_for(tool_def.name) else None  # `per_tool={name: []}`: left as is
-            if images is not None and await matches_tool_selector(self.tool_filter, ctx, tool_def):
-                fit = partial(fit_through, self._fit_image_durably)
-                result = await fit_result_images(ctx, call, result, images, self._write, fit)
+            result = await self._fit_images(ctx, call, tool_def, result, self.tool_filter)
             with naming(run_names(ctx)):  # previews name the query tools as this run offers them
                 return await self._loop.reduce_result(ctx, call, tool_def, result)
         except OverflowConfigurationError:
@@ -491,15 +453,6 @@ class OverflowingToolOutput(AbstractCapability[AgentDepsT]):
         """
         data = text.encode('utf-8') if text is not None else base64.b64decode(data_b64 or '')
         return await store_write(store_for_run(self._resolved_store, ctx, self.workspace), key, data, timeout)
-
-    @durable_operation(name='overflow_fit_image')
-    async def _fit_image_durably(
-        self, ctx: RunContext[AgentDepsT], data_b64: str, info: dict[str, Any], target: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Fit one image (`_media`): a durable unit under an engine, so workflow code never decodes an image (seconds
-        of CPU) and a replay reuses the recorded copy. Refusals are returned, not raised, so they are recorded too.
-        """
-        return await fit_answer(data_b64, info, target)
 
     @durable_operation(name='overflow_payload_size')
     async def _payload_size_durably(

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import anyio
 
 from .._typing import is_instance, is_mapping, is_sequence
-from ._actions._bands import Action, Band, Spill, Summarize, action_chain
+from ._actions._action import action_chain
+from ._actions._bands import Band, Spill
 from .stores import LocalFileStore, OverflowStore
 
 __all__ = ('check_store', 'check_tool_filter', 'named_tools', 'spill_timeout', 'unknown_tool_names', 'uses_store')
@@ -66,11 +67,11 @@ def spill_timeout(band_lists: Iterable[Sequence[Band]]) -> float:
     calls may take when `Aging.timeout` is not set.
     """
     timeouts = [
-        action.timeout
+        timeout
         for bands in band_lists
         for band in bands
         for action in action_chain(band.action)
-        if isinstance(action, Spill)
+        if (timeout := action.spill_timeout) is not None
     ]
     return min(timeouts, default=Spill().timeout)
 
@@ -79,13 +80,9 @@ def uses_store(band_lists: Iterable[Sequence[Band]]) -> bool:
     """Whether any action reachable from the bands writes to the store (`Spill`, `Summarize(keep_original=True)`)."""
     for bands in band_lists:
         for band in bands:
-            if any(_stores(action) for action in action_chain(band.action)):
+            if any(action.writes_store for action in action_chain(band.action)):
                 return True
     return False
-
-
-def _stores(action: Action) -> bool:
-    return isinstance(action, Spill) or (isinstance(action, Summarize) and action.keep_original)
 
 
 def named_tools(selector: object) -> tuple[str, ...]:

@@ -80,7 +80,7 @@ class SpecError(ValueError):
     """A spec value that cannot be turned into a configuration; the message names the field."""
 
 
-_ACTIONS: dict[str, type[Action]] = {
+_ACTIONS: dict[str, type[Passthrough | Truncate | Spill | Summarize]] = {
     'passthrough': Passthrough,
     'truncate': Truncate,
     'spill': Spill,
@@ -91,7 +91,7 @@ _NOT_FROM_DATA = {'summarize'}  # a callable cannot come from YAML
 
 def parse_action(spec: Any, where: str) -> Action:
     """Parse `'Spill'` or `{'Truncate': {...}}` into an action."""
-    if isinstance(spec, (Passthrough, Truncate, Spill, Summarize)):
+    if isinstance(spec, Action):
         return spec
     options: Mapping[str, Any] = {}
     if isinstance(spec, str):

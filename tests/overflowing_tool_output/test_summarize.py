@@ -182,7 +182,7 @@ async def test_parallel_summaries_leave_the_run_its_next_request() -> None:
     assert result.usage.requests == 3  # the parent's two requests and one summary
     contents = sorted(str(part.content)[:10] for part in result.all_messages()[2].parts)
     assert contents == ['[Summary, ', '[truncated']  # one summary, one truncation
-    assert len(capability._loop.summary_locks) == 0  # the lock of the finished run is gone
+    assert len(capability._loop.summaries.locks) == 0  # the lock of the finished run is gone
 
 
 async def test_map_reduce_summarizes_in_bounded_chunks() -> None:

@@ -10,8 +10,9 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent
 
 from pydantic_ai_harness.overflowing_tool_output import Band, OverflowingToolOutput, Truncate
-from pydantic_ai_harness.overflowing_tool_output._actions._bands import MIN_TRUNCATE_CHARS, TruncationStrategy
+from pydantic_ai_harness.overflowing_tool_output._actions._action import MIN_TRUNCATE_CHARS
 from pydantic_ai_harness.overflowing_tool_output._actions._truncate import (
+    TruncationStrategy,
     truncate_rendered,
     truncate_structured,
     truncate_text,

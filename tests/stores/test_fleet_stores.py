@@ -30,7 +30,7 @@ from pydantic_ai_harness.overflowing_tool_output.stores import (
     PayloadTooLargeError,
     RedisStore,
     StoreBackendError,
-    _object as object_module,
+    _object_ops as object_ops,
     build_line_index,
 )
 
@@ -255,7 +255,7 @@ async def test_object_store_prune_removes_orphan_indexes(
     assert await store.prune() == 0
     # Young orphans may be in flight. The alias stays until it expires (or is old enough for `older_than`).
     assert await all_paths(backend, prefix) == [f'{prefix}/~a/{handle}@', f'{prefix}/~i/run/call/0@']
-    monkeypatch.setattr(object_module, '_ORPHAN_INDEX_GRACE', -1.0)
+    monkeypatch.setattr(object_ops, 'ORPHAN_INDEX_GRACE', -1.0)
     assert await store.prune() == 0
     assert await all_paths(backend, prefix) == [f'{prefix}/~a/{handle}@']
     with pytest.raises(HandleNotFoundError):

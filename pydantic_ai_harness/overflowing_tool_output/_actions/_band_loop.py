@@ -1,8 +1,9 @@
 """The band and fallback loop: a return (or a failure text) measured, its band picked, its action run and, where
 the action cannot, its `then` fallbacks, until one reduces it or none is left.
 
-The actions live in modules of their own names (`_truncate`, `_spill`, `_summarize`); each gets an
-`ActionContext` (`_unit`) and answers a `Reduced` or the reason it could not. The capability builds one loop over
+Every action answers `reduce(unit)` (`_action`; each lives in a module of its own name: `_truncate`, `_spill`,
+`_summarize`): it gets an `ActionContext` (`_unit`) and answers a `Reduced` or the reason it could not; the loop
+never asks which action it holds. The capability builds one loop over
 its configuration and calls it from `after_tool_execute` and from the request-time rules.
 """
 
@@ -22,21 +23,9 @@ from .._offload import large_container, large_text, off_loop
 from .._rendering._render import Rendered, measure, render_content, render_value
 from ..stores import OverflowStore
 from ..stores._workspace import WorkspaceSpill
-from ._bands import (
-    Action,
-    Band,
-    Passthrough,
-    Spill,
-    Summarize,
-    Truncate,
-    action_chain,
-    context_of,
-    pick_band,
-    uses_context,
-)
-from ._spill import spill
-from ._summarize import DurableSummary, RunLocks, summarize
-from ._truncate import truncate
+from ._action import action_chain
+from ._bands import Band, context_of, pick_band, uses_context
+from ._summary_run import SummaryRun
 from ._unit import (
     ActionContext,
     Reduced,
@@ -62,14 +51,17 @@ _MEDIA_WRITE_TIMEOUT = 30.0
 
 
 def _stores(band: Band) -> bool:
-    """Whether the band's actions store the original (a `Spill` or a `Summarize`), so the media step may too."""
-    return any(isinstance(action, (Spill, Summarize)) for action in action_chain(band.action))
+    """Whether the band's actions store the original (a `Spill`, a `Summarize` keeping it), so the media step may
+    too.
+    """
+    return any(action.writes_store for action in action_chain(band.action))
 
 
 def _step_timeout(band: Band) -> float:
-    """The write timeout of the band's first `Spill`, else `_MEDIA_WRITE_TIMEOUT`."""
+    """The write timeout of the band's first spilling action, else `_MEDIA_WRITE_TIMEOUT`."""
     return next(
-        (action.timeout for action in action_chain(band.action) if isinstance(action, Spill)), _MEDIA_WRITE_TIMEOUT
+        (timeout for action in action_chain(band.action) if (timeout := action.spill_timeout) is not None),
+        _MEDIA_WRITE_TIMEOUT,
     )
 
 
@@ -111,17 +103,8 @@ class BandLoop:
     write: RunWriter
     """The capability's durable store write."""
 
-    summarize_durably: DurableSummary
-    """The capability's durable summarize operation, by the index of the action in `summarize_actions`."""
-
-    summarize_actions: tuple[Summarize, ...]
-    """Every `Summarize` action of the configuration, in a stable order (the durable operation names them by index)."""
-
-    summary_prompt: str
-    """The prompt `Summarize` sends."""
-
-    summary_locks: RunLocks
-    """Per-run locks that keep one summarizer call at a time."""
+    summaries: SummaryRun
+    """What a `Summarize` needs from the capability: its prompt, durable operation and per-run locks."""
 
     keep_blob_text: Callable[[bytes], bool] | None = None
     """Whether a base64 blob that decodes to text stays in place (secret redaction's check: a secret it encodes is
@@ -204,7 +187,7 @@ class BandLoop:
         if band is None:
             return left_as_is(rendered, original, call.tool_name)
         if rendered.kind == 'multimodal':
-            if not isinstance(band.action, Passthrough):
+            if band.action.reduces:
                 warn(
                     f'The {unit} of `{call.tool_name}` ({size:,} in size) holds files (images, documents) and '
                     'cannot be reduced safely; it was left as is'
@@ -222,6 +205,7 @@ class BandLoop:
             store=self.store,
             workspace=self.workspace,
             takes_arguments=takes_arguments,
+            summaries=self.summaries,
         )
         if media and _stores(band):
             step, reason = await media_step(action_unit, timeout=_step_timeout(band), keep_text=self.keep_blob_text)
@@ -232,9 +216,9 @@ class BandLoop:
         tried: list[str] = []
         for action in action_chain(band.action):
             tried.append(type(action).__name__)
-            reduced, reason = await self.apply(action, action_unit)
+            reduced, reason = await action.reduce(action_unit)
             if reduced is not None and not_smaller(reduced, rendered):
-                if not isinstance(action, Summarize):
+                if not action.summarizes:
                     # A spill preview or a cut of a return barely over a low threshold: the output is the smaller form.
                     return left_as_is(rendered, original, call.tool_name)
                 # A summary at least as long as the output is no summary: the fallback decides.
@@ -244,7 +228,7 @@ class BandLoop:
                 reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))
                 return reduced
-            if isinstance(action, Passthrough):
+            if not action.reduces:
                 break
             then = action.then
             what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
@@ -287,21 +271,3 @@ class BandLoop:
         )
         await report(ctx, call.tool_name, reduced_event(call, unit, reduced, ['Spill'], measured))
         return reduced
-
-    async def apply(self, action: Action, unit: ActionContext) -> tuple[Reduced | None, str]:
-        """Run one action. Returns the replacement, or `None` and why it could not run."""
-        if isinstance(action, Passthrough):
-            return None, 'passthrough'
-        if isinstance(action, Truncate):
-            return truncate(action, unit)
-        if isinstance(action, Spill):
-            return await spill(action, unit)
-        index = next(i for i, known in enumerate(self.summarize_actions) if known is action)
-        return await summarize(
-            action,
-            unit,
-            index=index,
-            prompt=self.summary_prompt,
-            durable=self.summarize_durably,
-            locks=self.summary_locks,
-        )

@@ -9,13 +9,14 @@ of the preview runs beside the write, in worker threads, so a 100 MB log costs a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
 import anyio
 
 from ..._gil import hand_over
-from ..._typing import is_instance
+from ..._typing import is_instance, is_int
 from .._offload import OFF_LOOP_BYTES, in_worker, off_loop
 from .._rendering._important_lines import ImportantLine, ImportantLinesScan
 from .._rendering._json_layout import JsonLayout
@@ -25,13 +26,61 @@ from .._rendering._render import Rendered, stored_form, stored_layout
 from .._rendering._shape_sketch import shape_sketch
 from ..stores import OverflowStore
 from ..stores._protocol import StreamedPayload, StreamWritableStore
-from ._bands import Spill
+from ._action import DEFAULT_PREVIEW_CHARS, MIN_TRUNCATE_CHARS, Action, check_seconds, check_then
 from ._spill_stream import Relay
+from ._truncate import Truncate
 from ._unit import ActionContext, Reduced
 
-__all__ = ('spill', 'store_write')
+__all__ = ('Spill', 'spill', 'store_write')
 
 _T = TypeVar('_T')
+
+
+@dataclass(frozen=True)
+class Spill(Action):
+    """Store the full payload and show the model a preview and a handle to page back with. Lossless.
+
+    The model reads the stored payload with the `read_tool_result` and `grep_tool_result` tools the
+    capability registers. When the store cannot take the write (an error or a timeout), `then` runs:
+    by default a [`Truncate`][pydantic_ai_harness.overflowing_tool_output.Truncate], so a failing store
+    never lets an oversized payload through.
+    """
+
+    preview_chars: int = DEFAULT_PREVIEW_CHARS
+    """The character budget of the preview the model sees instead of the payload.
+
+    The header (sizes, handle) and the paging guidance always come first, about 450 characters; the budget left after
+    them goes to the lines that look important, then the first and last lines. Below about 600 there is little room
+    for lines.
+    """
+
+    timeout: float = 30.0
+    """Seconds a store write may take before it counts as failed and `then` runs."""
+
+    then: Action | None = field(default_factory=Truncate)
+    """What to do when the store cannot take the write. `None` lets the original through (with a warning)."""
+
+    def __post_init__(self) -> None:
+        if not is_int(self.preview_chars):
+            raise TypeError(f'Spill.preview_chars must be an int, got {type(self.preview_chars).__name__}')
+        if self.preview_chars < MIN_TRUNCATE_CHARS:
+            raise ValueError(f'Spill.preview_chars must be at least {MIN_TRUNCATE_CHARS}, got {self.preview_chars}')
+        check_seconds(self.timeout, 'Spill.timeout')
+        check_then(self.then, 'Spill')
+
+    @property
+    def writes_store(self) -> bool:
+        """A spill stores the payload."""
+        return True
+
+    @property
+    def spill_timeout(self) -> float | None:
+        """This spill's `timeout`."""
+        return self.timeout
+
+    async def reduce(self, unit: ActionContext) -> tuple[Reduced | None, str]:
+        """Store the unit and show its preview."""
+        return await spill(self, unit)
 
 
 async def spill(action: Spill, unit: ActionContext) -> tuple[Reduced | None, str]:

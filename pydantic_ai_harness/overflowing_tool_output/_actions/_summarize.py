@@ -5,12 +5,10 @@ from __future__ import annotations
 import copy
 import inspect
 import string
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeAlias, cast
 
-import anyio
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded, UserError
 from pydantic_ai.models import Model
@@ -23,7 +21,9 @@ from .._rendering._markers import summary_marker
 from .._rendering._preview import count_lines
 from .._rendering._render import stored_form
 from ..stores._paths import handle_for_key, short_handles
-from ._bands import Band, Summarize, action_chain
+from ._action import Action, check_int, check_seconds, check_then
+from ._summary_run import DurableSummary, RunLocks, SummaryOutcome, SummaryRequest, SummaryRun
+from ._truncate import Truncate
 from ._unit import ActionContext, Reduced
 
 __all__ = (
@@ -31,13 +31,16 @@ __all__ = (
     'DurableSummary',
     'OverflowConfigurationError',
     'RunLocks',
+    'Summarize',
+    'SummarizeFunc',
     'Summary',
     'SummaryOutcome',
     'SummaryRequest',
+    'SummaryRun',
+    'check_model_name',
     'mark_summary',
     'split_chunks',
     'summarize',
-    'summarize_actions',
     'summarize_in_place',
     'summarize_text',
     'validate_summary_prompt',
@@ -50,6 +53,94 @@ DEFAULT_SUMMARY_PROMPT = (
     'is; drop repetition and noise. Reply with the summary only.\n\n<tool_output>\n{output}\n</tool_output>'
 )
 """The built-in summarization prompt. A custom one must contain `{tool_name}` and `{output}` and no other field."""
+
+
+SummarizeFunc: TypeAlias = Callable[[str, str], str | Awaitable[str]]
+"""A custom summarizer: `(tool_name, text) -> summary`, sync or async."""
+
+
+@dataclass(frozen=True)
+class Summarize(Action):
+    """Replace the payload with a summary written by a model: one call (or a bounded map-reduce). Lossy.
+
+    With no `model` the run's own model writes the summary. By default the full original is also
+    written to the store and the summary names its handle, so nothing is lost.
+    """
+
+    model: Model | str | None = None
+    """The summarizing model: a `Model` or a model name such as `'openai:gpt-4o-mini'`. `None`: the run's model."""
+
+    summarize: SummarizeFunc | None = None
+    """A custom `(tool_name, text) -> summary` function (sync or async) that replaces the built-in prompt."""
+
+    then: Action | None = field(default_factory=Truncate)
+    """What to do when no summary can be made (a binary payload, an error, empty output, no budget). By default a
+    [`Truncate`][pydantic_ai_harness.overflowing_tool_output.Truncate], as for `Spill`: a failed reduction never
+    lets an oversized payload through. `None` lets the original through (with a warning)."""
+
+    max_input_chars: int = 100_000
+    """The largest text sent in one chunk request; longer payloads are summarized in chunks, then combined.
+
+    The combining request sends the chunk summaries together, which can be longer than this.
+    """
+
+    max_chunks: int = 8
+    """The most chunks a payload is split into; text beyond them is covered only by the original in the store."""
+
+    keep_original: bool = True
+    """Also write the full original to the store and name its handle in the summary."""
+
+    store_timeout: float = 30.0
+    """Seconds the write of the original may take; past it the summary is kept without the original."""
+
+    def __post_init__(self) -> None:
+        check_int(self.max_input_chars, 'Summarize.max_input_chars', 1_000)
+        check_int(self.max_chunks, 'Summarize.max_chunks', 1)
+        if not is_instance(self.keep_original, bool):
+            raise TypeError(f'Summarize.keep_original must be True or False, got {self.keep_original!r}')
+        check_seconds(self.store_timeout, 'Summarize.store_timeout')
+        if self.summarize is not None and not callable(self.summarize):
+            raise TypeError('Summarize.summarize must be a callable `(tool_name, text) -> str`')
+        if isinstance(self.model, str):
+            check_model_name(self.model)
+        check_then(self.then, 'Summarize')
+
+    @property
+    def writes_store(self) -> bool:
+        """With `keep_original`, the original is stored beside the summary."""
+        return self.keep_original
+
+    @property
+    def summarizes(self) -> bool:
+        """A summary is judged on its length."""
+        return True
+
+    async def reduce(self, unit: ActionContext) -> tuple[Reduced | None, str]:
+        """Replace the unit by a labelled summary, with the capability's prompt, durable operation and locks."""
+        if unit.summaries is None:
+            return None, 'no summarizer is configured for this reduction'
+        return await summarize(self, unit, unit.summaries)
+
+
+def check_model_name(model: str) -> None:
+    """Refuse a model name no provider serves, or one whose provider's package is missing, naming the setting.
+
+    The provider is only looked up, not built: its credentials may still be on their way (set later in the
+    environment, say), and are checked by the first request as usual.
+    """
+    from pydantic_ai.models import infer_model, parse_model_id
+    from pydantic_ai.providers import infer_provider_class
+
+    provider, _ = parse_model_id(model)
+    try:
+        if provider is None:
+            infer_model(model)  # a name without a provider: 'test', or a legacy name pydantic-ai still knows
+        else:
+            infer_provider_class(provider)
+    except ImportError as exc:
+        raise ImportError(f'Summarize.model={model!r}: {exc}') from None
+    except Exception as exc:  # noqa: BLE001 - pydantic-ai says why (unknown model, unknown provider) in its own types
+        raise ValueError(f'Summarize.model={model!r} is not a model pydantic-ai knows: {exc}') from None
 
 
 def validate_summary_prompt(template: str) -> None:
@@ -77,43 +168,6 @@ def validate_summary_prompt(template: str) -> None:
 
 class OverflowConfigurationError(UserError):
     """The capability is configured in a way that cannot work (raised, never swallowed)."""
-
-
-@dataclass(frozen=True)
-class SummaryRequest:
-    """What to summarize and how to label the result."""
-
-    tool_name: str
-    """The tool whose output is summarized."""
-
-    text: str
-    """The model-visible text of the output."""
-
-    prompt_template: str
-    """The validated `summary_prompt`."""
-
-    lines: int
-    """Lines in the original."""
-
-
-@dataclass(frozen=True)
-class SummaryOutcome:
-    """What the durable summarizer operation reports back; plain data, so it crosses a durable boundary."""
-
-    summary: str | None
-    """The summary (not yet labelled), or `None` when there is none."""
-
-    reason: str = ''
-    """Why there is no summary."""
-
-    configuration_error: bool = False
-    """The configuration cannot work (e.g. no request model): the caller raises, it does not fall back."""
-
-    chunks: int = 1
-    """How many parts the output was summarized in."""
-
-    uncovered_chars: int = 0
-    """Characters at the end of the output that were too many to summarize."""
 
 
 @dataclass(frozen=True)
@@ -262,52 +316,6 @@ async def _map_reduce(
     return result.output.strip(), ''
 
 
-def summarize_actions(band_lists: Iterable[Sequence[Band]]) -> tuple[Summarize, ...]:
-    """Every `Summarize` action reachable from the bands (through `then` chains), in a deterministic order.
-
-    Durable summarizer operations address their action by its position here: an int crosses a durable boundary,
-    a model or a function does not, and every worker builds the same tuple from the same configuration.
-    """
-    found: list[Summarize] = []
-    for bands in band_lists:
-        for band in bands:
-            for action in action_chain(band.action):
-                if isinstance(action, Summarize) and not any(known is action for known in found):
-                    found.append(action)
-    return tuple(found)
-
-
-class RunLocks:
-    """One lock per run id, held while that run summarizes; an entry goes once no one holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, anyio.Lock] = {}
-
-    def __len__(self) -> int:
-        """How many runs hold or wait for a lock now."""
-        return len(self._locks)
-
-    @asynccontextmanager
-    async def hold(self, run_id: str | None) -> AsyncGenerator[None]:
-        """Hold the lock of `run_id`'s summaries."""
-        key = run_id or ''
-        lock = self._locks.setdefault(key, anyio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._locks.pop(key, None)
-
-
-class DurableSummary(Protocol):
-    """The capability's durable `overflow_summarize` operation."""
-
-    def __call__(
-        self, ctx: RunContext[Any], action_index: int, request: SummaryRequest
-    ) -> Awaitable[tuple[SummaryOutcome, RunUsage]]: ...
-
-
 async def summarize_in_place(
     action: Summarize, ctx: RunContext[Any], request: SummaryRequest
 ) -> tuple[SummaryOutcome, RunUsage]:
@@ -332,27 +340,23 @@ async def summarize_in_place(
 async def summarize(
     action: Summarize,
     unit: ActionContext,
-    *,
-    index: int,
-    prompt: str,
-    durable: DurableSummary,
-    locks: RunLocks,
+    run: SummaryRun,
 ) -> tuple[Reduced | None, str]:
     """Replace `unit` by a labelled summary (keeping the original when asked), or `None` and why not.
 
-    `index` is the action's position in `summarize_actions`, for the durable operation `durable`.
+    `run` holds the capability's prompt, its durable operation (which names `action` by its index) and locks.
     """
     rendered = unit.rendered
     if rendered.kind == 'binary':
         return None, 'binary data cannot be summarized'
     request = SummaryRequest(
-        tool_name=unit.call.tool_name, text=rendered.text, prompt_template=prompt, lines=count_lines(rendered.text)
+        tool_name=unit.call.tool_name, text=rendered.text, prompt_template=run.prompt, lines=count_lines(rendered.text)
     )
     # One summary at a time per run: each checks what the run can afford against the usage of those before it,
     # so parallel tool calls summarized together cannot leave the run without its next request.
-    async with locks.hold(unit.run.run_id):
+    async with run.locks.hold(unit.run.run_id):
         try:
-            outcome, usage = await durable(unit.run, index, request)
+            outcome, usage = await run.durable(unit.run, run.index_of(action), request)
         except Exception as exc:  # noqa: BLE001 - a durable unit that failed means: no summary, fall back
             return None, f'the summarizer failed: {exc!r}'
         if outcome.configuration_error:

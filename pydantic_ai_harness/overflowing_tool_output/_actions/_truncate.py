@@ -11,20 +11,92 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Literal
 
-from ..._typing import is_dict, is_list, type_of
+from ..._typing import is_dict, is_instance, is_int, is_list, type_of
 from .._rendering._markers import NARROWER_ADVICE, cut_here_marker, truncation_marker
 from .._rendering._render import Rendered
-from ._bands import Truncate, TruncationStrategy
+from ._action import DEFAULT_TRUNCATE_CHARS, MIN_TRUNCATE_CHARS, Action, check_then
 from ._unit import ActionContext, Reduced
 
-__all__ = ('Cut', 'truncate', 'truncate_rendered', 'truncate_structured', 'truncate_text')
+__all__ = (
+    'Cut',
+    'Truncate',
+    'TruncationStrategy',
+    'truncate',
+    'truncate_rendered',
+    'truncate_structured',
+    'truncate_text',
+)
 
 _LINE_SNAP_FRACTION = 0.2
 """A cut moves to a line boundary when one lies within this fraction of the kept part (at most `_LINE_SNAP_MAX`)."""
 
 _LINE_SNAP_MAX = 400
+
+
+class TruncationStrategy(str, Enum):  # noqa: UP042 - public: `str()` of a member stays what it was
+    """Which part of an oversized text `Truncate` keeps."""
+
+    head = 'head'
+    """Keep the beginning: headers, schemas, the start of a file."""
+
+    tail = 'tail'
+    """Keep the end: build and test output, where the errors land last."""
+
+    head_tail = 'head_tail'
+    """Keep both ends and elide the middle (the default)."""
+
+
+@dataclass(frozen=True)
+class Truncate(Action):
+    """Clamp the text to `max_chars` characters, marker included. Lossy and free.
+
+    Cuts prefer a nearby line boundary. The marker tells the model how much was omitted out of how
+    much, and how to see the rest. A binary payload cannot be truncated: `then` runs instead, or the
+    value is left as it is.
+    """
+
+    strategy: TruncationStrategy = TruncationStrategy.head_tail
+    """Which part of the text to keep."""
+
+    max_chars: int = DEFAULT_TRUNCATE_CHARS
+    """The character budget of the result, marker included. Always characters, even with `over_tokens`."""
+
+    then: Action | None = None
+    """What to do when truncation cannot run (a binary payload)."""
+
+    keep_tail_lines: int = 0
+    """Keep the last this many lines of a text whole, within `max_chars`; the strategy spends what is left.
+
+    For command output whose verdict (an exit code, a summary) comes last. When those lines and the marker do not
+    fit in `max_chars`, the text is cut as with `strategy=tail`. A structured value is cut between whole items
+    instead, as always.
+    """
+
+    def __post_init__(self) -> None:
+        if is_instance(self.strategy, str) and not is_instance(self.strategy, TruncationStrategy):
+            try:
+                object.__setattr__(self, 'strategy', TruncationStrategy(self.strategy))
+            except ValueError:
+                choices = ', '.join(repr(s.value) for s in TruncationStrategy)
+                raise ValueError(f'Truncate.strategy must be one of {choices}, got {self.strategy!r}') from None
+        if not is_int(self.max_chars):
+            raise TypeError(f'Truncate.max_chars must be an int, got {type(self.max_chars).__name__}')
+        if self.max_chars < MIN_TRUNCATE_CHARS:
+            raise ValueError(
+                f'Truncate.max_chars must be at least {MIN_TRUNCATE_CHARS} (room for the marker), got {self.max_chars}'
+            )
+        if not is_int(self.keep_tail_lines):
+            raise TypeError(f'Truncate.keep_tail_lines must be an int, got {type(self.keep_tail_lines).__name__}')
+        if self.keep_tail_lines < 0:
+            raise ValueError(f'Truncate.keep_tail_lines must be 0 or more, got {self.keep_tail_lines}')
+        check_then(self.then, 'Truncate')
+
+    async def reduce(self, unit: ActionContext) -> tuple[Reduced | None, str]:
+        """Keep what fits in `max_chars`, with a marker saying what was cut."""
+        return truncate(self, unit)
 
 
 def truncate(action: Truncate, unit: ActionContext) -> tuple[Reduced | None, str]:

@@ -1,7 +1,7 @@
 """The unit an action reduces (a tool return's value or its content), the context it works in, and what it leaves.
 
-Actions (`_truncate`, `_spill`, `_summarize`) take an [`ActionContext`][] instead of reaching into the capability,
-and return a [`Reduced`][] (or why they could not); the capability records it in the return's metadata.
+Actions (`Action.reduce`: `_truncate`, `_spill`, `_summarize`) take an [`ActionContext`][] instead of reaching into the
+capability, and return a [`Reduced`][] (or why they could not); the capability records it in the return's metadata.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .._rendering._markers import unrenderable_note
 from .._rendering._render import Rendered
 from ..stores import OverflowStore
 from ..stores._workspace import WorkspaceSpill, store_for_run
+from ._summary_run import SummaryRun
 
 __all__ = (
     'ActionContext',
@@ -104,6 +105,9 @@ class ActionContext:
 
     takes_arguments: bool = True
     """Whether the tool takes arguments, so advice to call it again more narrowly makes sense."""
+
+    summaries: SummaryRun | None = None
+    """The capability's summarizing machinery (prompt, durable operation, locks), for a `Summarize`."""
 
     @property
     def key(self) -> str:

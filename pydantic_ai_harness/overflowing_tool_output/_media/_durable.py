@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from pydantic_ai.tools import RunContext
 
-from ._fit import FittedImage, ImageRefused, fit_image
+from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image
 from ._images import fit_in_worker, fitted_from_json, fitted_to_json
 from ._limits import ImageTarget
 from ._sniff import ImageInfo
@@ -44,4 +44,6 @@ async def fit_answer(data_b64: str, info: dict[str, Any], target: dict[str, Any]
         fitted = await anyio.to_thread.run_sync(partial(fit_image, data, header, ImageTarget.from_json(target)))
     except ImageRefused as refused:
         return fitted_to_json(refused)
+    except PillowMissing as missing:  # the worker lacks Pillow: recorded as a refusal, not retried
+        return fitted_to_json(ImageRefused(str(missing)))
     return fitted_to_json(fitted)

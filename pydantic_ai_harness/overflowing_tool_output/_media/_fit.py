@@ -7,6 +7,7 @@ handful of settings. Pillow is imported here only, when an image needs work: wit
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 from dataclasses import dataclass
@@ -69,12 +70,11 @@ class FittedImage:
 
 
 def pillow_available() -> bool:
-    """Whether Pillow can be imported."""
+    """Whether Pillow is installed, found without importing it (durable workflow code may not import it mid-run)."""
     try:
-        import PIL.Image  # noqa: F401  # pyright: ignore[reportUnusedImport]
-    except ImportError:
+        return importlib.util.find_spec('PIL') is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def _pil() -> Any:
@@ -87,14 +87,17 @@ def _pil() -> Any:
     return Image
 
 
-def read_info(data: bytes, max_decode_pixels: int) -> ImageInfo:
-    """The image's type and size from its header; Pillow reads the header of a format the sniffer does not know.
+def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -> ImageInfo:
+    """The image's type and size from its header; Pillow reads the header of a format the sniffer does not know
+    (unless `use_pillow` is false: durable workflow code, which may not import it).
 
     Raises:
         ImageRefused: not an image, or more than `max_decode_pixels` pixels.
         PillowMissing: a format only Pillow reads, without Pillow.
     """
     info = sniff_image(data)
+    if info is None and not use_pillow:
+        raise ImageRefused('not a PNG, JPEG, GIF or WebP header, and other formats are not read in a durable workflow')
     if info is None:
         image_module = _pil()
         try:

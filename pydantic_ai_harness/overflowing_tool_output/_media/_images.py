@@ -176,7 +176,8 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     setting = unit.setting
     info: ImageInfo | None = None
     try:
-        info = await off_loop(unit.ctx, partial(read_info, data, setting.max_decode_pixels), large=True)
+        read = partial(read_info, data, setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)
+        info = await off_loop(unit.ctx, read, large=True)
     except ImageRefused as exc:
         return [await _not_sent(unit, image, index, None, str(exc))]
     except PillowMissing:

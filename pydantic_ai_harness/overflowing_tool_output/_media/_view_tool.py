@@ -73,6 +73,16 @@ def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
     return handles
 
 
+def _serving_model(ctx: RunContext[Any]) -> Any:
+    """The run's model, or `None` where the run context does not carry it (a Temporal activity): then the image is
+    fitted to the defaults every provider accepts.
+    """
+    try:
+        return ctx.model
+    except Exception:  # noqa: BLE001 - pydantic-ai's durable run contexts raise their own errors for missing fields
+        return None
+
+
 def images_in_conversation(messages: Iterable[ModelMessage]) -> bool:
     """Whether the conversation holds a stored image (then the view tool is offered)."""
     return bool(stored_image_handles(messages))
@@ -111,7 +121,7 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
             )
         except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
             return f"The stored image '{meant}' could not be read: {type(exc).__name__}."
-        target = setting.target(ctx.model)
+        target = setting.target(_serving_model(ctx))
         data, problem = await page_image(data, meant, page, target.long_edge)
         if problem:
             return problem

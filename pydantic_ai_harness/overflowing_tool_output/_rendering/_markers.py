@@ -1,4 +1,7 @@
-"""Every model-facing string of the capability, in one place, written for a model reading it cold."""
+"""The markers of a reduction (truncation, the spill header and its paging advice, the summary label, a failed
+redaction), written for a model reading them cold. The query tools write their answers beside them (`_query_tools`),
+aging its stub in `_request/_aging`.
+"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
 from ..._typing import is_instance, is_int
-from .._actions._bands import Action, Band, Passthrough, Spill, Summarize, Truncate
+from .._actions._bands import Action, Band
 from .._actions._unit import Reduced, reduction_notes, with_notes
 from .._events import VALUE_PREFIX
 from .._rendering._render import Rendered, render_value
@@ -63,7 +63,7 @@ class StepBudget:
     def __post_init__(self) -> None:
         if not is_int(self.max_size) or self.max_size < 1:
             raise ValueError(f'step_budget.max_size must be a positive int, got {self.max_size!r}')
-        if self.action is not None and not is_instance(self.action, (Spill, Truncate, Summarize, Passthrough)):
+        if self.action is not None and not is_instance(self.action, Action):
             raise TypeError(
                 f'step_budget.action must be an action (Spill, Truncate, Summarize) or None, got {self.action!r}'
             )

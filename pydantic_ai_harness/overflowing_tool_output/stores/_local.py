@@ -438,32 +438,7 @@ class LocalFileStore:
 
     def _list_sync(self, prefix: str) -> list[StoredPayload]:
         found: list[StoredPayload] = []
-
-        def visit(directory: Dir, trail: list[str]) -> None:
-            for entry in directory.entries():
-                name = entry.name
-                if name.startswith('.') or entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False) and len(trail) < MAX_SEGMENTS - 1:
-                    try:
-                        child = directory.child(name, create=False)
-                    except OSError:
-                        continue
-                    try:
-                        visit(child, [*trail, name])
-                    finally:
-                        child.close()
-                elif name.endswith(PAYLOAD_SUFFIX) and entry.is_file(follow_symlinks=False):
-                    handle = handle_for_names([*trail, name[: -len(PAYLOAD_SUFFIX)]])
-                    if handle is None or not handle.startswith(prefix):
-                        continue
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    found.append(StoredPayload(handle=handle, size=info.st_size, modified=info.st_mtime))
-
-        self._in_root(lambda root: visit(root, []), None)
+        self._in_root(lambda root: _collect_payloads(root, [], prefix, found), None)
         return sorted(found, key=lambda payload: payload.handle)
 
     def _delete_sync(self, handle: str) -> bool:
@@ -475,6 +450,32 @@ class LocalFileStore:
     def _maybe_schedule_prune(self) -> None:
         if self._ttl is not None:
             schedule_prune(self.root_path, self._ttl)
+
+
+def _collect_payloads(directory: Dir, trail: list[str], prefix: str, found: list[StoredPayload]) -> None:
+    """Add to `found` every payload under `directory` (at `trail`) whose handle starts with `prefix`."""
+    for entry in directory.entries():
+        name = entry.name
+        if name.startswith('.') or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False) and len(trail) < MAX_SEGMENTS - 1:
+            try:
+                child = directory.child(name, create=False)
+            except OSError:
+                continue
+            try:
+                _collect_payloads(child, [*trail, name], prefix, found)
+            finally:
+                child.close()
+        elif name.endswith(PAYLOAD_SUFFIX) and entry.is_file(follow_symlinks=False):
+            handle = handle_for_names([*trail, name[: -len(PAYLOAD_SUFFIX)]])
+            if handle is None or not handle.startswith(prefix):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.append(StoredPayload(handle=handle, size=info.st_size, modified=info.st_mtime))
 
 
 def _delete_in(root: Dir, handle: str) -> bool:

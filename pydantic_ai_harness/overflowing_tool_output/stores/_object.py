@@ -6,16 +6,34 @@ import asyncio
 import struct
 import time
 import warnings
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from functools import partial
+from typing import Literal
 
 import anyio.to_thread
 import obstore
 from obstore.store import LocalStore, ObjectStore as ObstoreBackend
 
 from ._line_index import INLINE_INDEX_BYTES, LineIndex, LineIndexBuilder, build_line_index
+from ._object_ops import (
+    EXPIRES_AT_ATTRIBUTE,
+    LEAF_SUFFIX,
+    STREAM_CHUNK,
+    Exists,
+    compare_stored,
+    delete_paths,
+    get_optional,
+    is_expired,
+    is_not_found,
+    pages,
+    prune_aliases,
+    prune_orphan_indexes,
+    raise_if_expired,
+    translate,
+    translate_put,
+)
 from ._paths import (
     MAX_CANDIDATES,
     MAX_WRITTEN_HANDLE_LENGTH,
@@ -26,8 +44,6 @@ from ._paths import (
 )
 from ._protocol import HandleNotFoundError, StoreCleanupWarning, StoredPayload
 from ._remote import (
-    ALIAS_MARKER,
-    INDEX_MARKER,
     NOT_FOUND,
     PAYLOAD_MARKER,
     KeyLayout,
@@ -39,28 +55,17 @@ from ._ttl import normalize_ttl
 
 __all__ = ('EXPIRES_AT_ATTRIBUTE', 'ObjectStore')
 
-EXPIRES_AT_ATTRIBUTE = 'expires-at'
-"""The object metadata key holding a payload's expiry time (ISO 8601, UTC); `x-amz-meta-expires-at` on S3."""
 
 _INDEX_MAGIC = b'PAIOIDX1'
 _INDEX_HEADER = struct.Struct('<8sQH')
 """Index objects are `magic, payload size, e-tag length`, the payload e-tag, then `LineIndex.to_bytes()`."""
 
-_LEAF_SUFFIX = '@'
-"""Ends every object name: handles never contain `@`, so the object for `run/call/0` never collides with the
-directory `run/call/0/` that `run/call/0/content` needs on file-system backends."""
 
-
-MAX_PREFIX_LENGTH = 1024 - len(f'/{PAYLOAD_MARKER}/') - MAX_WRITTEN_HANDLE_LENGTH - len(_LEAF_SUFFIX)
+MAX_PREFIX_LENGTH = 1024 - len(f'/{PAYLOAD_MARKER}/') - MAX_WRITTEN_HANDLE_LENGTH - len(LEAF_SUFFIX)
 """Longest `prefix` (238 characters): every object path then fits the 1,024-byte key limit of S3, GCS and Azure."""
 
 _TOMBSTONE = b'\x00'
 """Starts what a deleted payload's alias object holds (then the handle it stood for)."""
-
-_LIST_CHUNK = 1000
-_STREAM_CHUNK = 4 << 20
-_ORPHAN_INDEX_GRACE = 3600.0
-"""An index object whose payload is missing is only pruned when older than this (its payload may be in flight)."""
 
 
 @dataclass
@@ -117,7 +122,7 @@ class ObjectStore:
     """Where payloads, indexes and aliases live under the prefix."""
 
     def __post_init__(self) -> None:
-        self._keys = KeyLayout.checked(self.prefix, '/', what='ObjectStore prefix', suffix=_LEAF_SUFFIX)
+        self._keys = KeyLayout.checked(self.prefix, '/', what='ObjectStore prefix', suffix=LEAF_SUFFIX)
         self.prefix = self._keys.namespace
         if len(self.prefix) > MAX_PREFIX_LENGTH:
             raise ValueError(
@@ -158,7 +163,7 @@ class ObjectStore:
             path = self._keys.payload(candidate)
             # The first candidate is usually free: put it straight away. Later ones are compared first, so a
             # key that holds many payloads costs a metadata request per candidate, not an upload.
-            holds = 'missing' if position == 0 else await self._holds(path, payload)
+            holds = 'missing' if position == 0 else await compare_stored(self.store, path, payload, self._ttl)
             for _ in range(3):
                 if holds != 'missing':
                     break
@@ -178,7 +183,7 @@ class ObjectStore:
                         pass  # The payload is stored: readers rebuild a missing index.
                     return await self._aliased(candidate, attributes)
                 # Another writer created it first (or it vanished again right after): compare with what is there.
-                holds = await self._holds(path, payload)
+                holds = await compare_stored(self.store, path, payload, self._ttl)
             if holds == 'same':
                 return await self._aliased(candidate, attributes)
         raise ValueError(
@@ -191,12 +196,12 @@ class ObjectStore:
         path = self._keys.checked_payload(await self.resolve(handle))
         try:
             result = await obstore.get_async(self.store, path)
-            self._raise_if_expired(result.attributes, result.meta)
+            raise_if_expired(result.attributes, result.meta, self._ttl)
             return bytes(await result.bytes_async())
         except HandleNotFoundError:
             raise
         except Exception as exc:
-            raise _translate(exc, 'read') from exc
+            raise translate(exc, 'read') from exc
 
     # -- optional extensions ---------------------------------------------------------------------------
 
@@ -214,18 +219,20 @@ class ObjectStore:
         try:
             return bytes(await obstore.get_range_async(self.store, path, start=low, end=end))
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 raise HandleNotFoundError(NOT_FOUND) from None
             # Most backends refuse a range that starts past the end: clamp it like a file read would.
             if low >= (await self._head(path))['size']:
                 return b''
-            raise _translate(exc, 'read') from exc
+            raise translate(exc, 'read') from exc
 
     async def line_index(self, handle: str) -> LineIndex:
         """The payload's line index, from its index object (rebuilt and re-saved when missing or stale)."""
         handle = await self.resolve(handle)
         payload_path = self._keys.checked_payload(handle)
-        meta, stored = await asyncio.gather(self._head(payload_path), self._get_optional(self._keys.index(handle)))
+        meta, stored = await asyncio.gather(
+            self._head(payload_path), get_optional(self.store, self._keys.index(handle))
+        )
         if stored is not None:
             index = _parse_index(stored, meta['size'], meta['e_tag'])
             if index is not None:
@@ -245,7 +252,7 @@ class ObjectStore:
         listing = base + narrowed if narrowed and is_valid_handle(narrowed) else base.rstrip('/')
         found: list[StoredPayload] = []
         try:
-            async for page in _pages(self.store, listing):
+            async for page in pages(self.store, listing):
                 for meta in page:
                     handle = self._keys.handle_of(meta['path'])
                     if handle is not None and handle.startswith(prefix):
@@ -253,7 +260,7 @@ class ObjectStore:
                             StoredPayload(handle=handle, size=meta['size'], modified=meta['last_modified'].timestamp())
                         )
         except Exception as exc:
-            raise _translate(exc, 'list') from exc
+            raise translate(exc, 'list') from exc
         return sorted(found, key=lambda payload: payload.handle)
 
     async def delete(self, handle: str) -> bool:
@@ -269,10 +276,10 @@ class ObjectStore:
         try:
             await obstore.head_async(self.store, self._keys.payload(handle))
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return False
-            raise _translate(exc, 'delete') from exc
-        await self._delete_paths([self._keys.payload(handle), self._keys.index(handle)], 'delete')
+            raise translate(exc, 'delete') from exc
+        await delete_paths(self.store, [self._keys.payload(handle), self._keys.index(handle)], 'delete')
         return True
 
     async def prune(self, older_than: timedelta | None = None) -> int:
@@ -291,7 +298,7 @@ class ObjectStore:
         now = time.time()
         base = self._keys.base(PAYLOAD_MARKER)
         try:
-            async for page in _pages(self.store, base.rstrip('/')):
+            async for page in pages(self.store, base.rstrip('/')):
                 ours = [(handle, meta) for meta in page if (handle := self._keys.handle_of(meta['path'])) is not None]
                 verdicts = await asyncio.gather(
                     *(self._prune_verdict(meta, older_than, now, limiter) for _, meta in ours)
@@ -302,10 +309,12 @@ class ObjectStore:
                     aliases = await asyncio.gather(*(self._alias_path_of(h, limiter) for h in expired))
                     paths = [self._keys.payload(h) for h in expired] + [self._keys.index(h) for h in expired]
                     paths += [path for path in aliases if path is not None]
-                    await self._delete_paths(paths, 'prune')
+                    await delete_paths(self.store, paths, 'prune')
                     deleted += len(expired)
-            await self._prune_orphan_indexes(surviving, now)
-            await self._prune_aliases(older_than, now, limiter)
+            await prune_orphan_indexes(self.store, self._keys, surviving, now)
+            await prune_aliases(
+                self.store, self._keys, partial(self._prune_verdict, older_than=older_than, now=now, limiter=limiter)
+            )
         except Exception as exc:  # noqa: BLE001 - pruning must never raise into a run
             _warn(f'ObjectStore pruning stopped early ({type(exc).__name__}); {deleted} payloads deleted so far')
             return deleted
@@ -318,13 +327,13 @@ class ObjectStore:
             return handle
         try:
             result = await obstore.get_async(self.store, self._keys.alias(handle))
-            if self._is_expired(result.attributes, result.meta):
+            if is_expired(result.attributes, result.meta, self._ttl):
                 return handle
             target = bytes(await result.bytes_async()).decode('utf-8', 'replace')
         except Exception as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return handle
-            raise _translate(exc, 'read') from exc
+            raise translate(exc, 'read') from exc
         return target if is_valid_handle(target) else handle
 
     # -- implementation --------------------------------------------------------------------------------
@@ -340,9 +349,9 @@ class ObjectStore:
             path = self._keys.alias(short)
             if await self._create(path, target, attributes) is not None:
                 return short
-            if await self._holds(path, target) == 'same':
+            if await compare_stored(self.store, path, target, self._ttl) == 'same':
                 return short
-            if await self._get_optional(path) == _TOMBSTONE + target:  # Deleted, now written again: its id back.
+            if await get_optional(self.store, path) == _TOMBSTONE + target:  # Deleted, now written again: its id back.
                 await self._put(path, target, attributes)
                 return short
         return handle
@@ -355,7 +364,7 @@ class ObjectStore:
         target = handle.encode('utf-8', 'surrogateescape')
         async with limiter:
             for short in short_handles(handle):
-                if await self._get_optional(self._keys.alias(short)) == target:
+                if await get_optional(self.store, self._keys.alias(short)) == target:
                     return self._keys.alias(short)
         return None
 
@@ -366,27 +375,10 @@ class ObjectStore:
         expires = datetime.now(UTC) + ttl
         return {EXPIRES_AT_ATTRIBUTE: expires.isoformat(timespec='milliseconds')}
 
-    def _is_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta, now: float | None = None) -> bool:
-        now = time.time() if now is None else now
-        raw = attributes.get(EXPIRES_AT_ATTRIBUTE)
-        if raw is not None:
-            try:
-                return datetime.fromisoformat(raw).timestamp() <= now
-            except ValueError:
-                pass  # Someone else's metadata: fall back to the age rule.
-        ttl = self._ttl
-        if ttl is None:
-            return False
-        return meta['last_modified'].timestamp() + ttl.total_seconds() <= now
-
-    def _raise_if_expired(self, attributes: dict[Any, str], meta: obstore.ObjectMeta) -> None:
-        if self._is_expired(attributes, meta):
-            raise HandleNotFoundError(NOT_FOUND)
-
     async def _put(
         self, path: str, data: bytes, attributes: dict[str, str], *, mode: Literal['create', 'overwrite'] = 'overwrite'
     ) -> obstore.PutResult:
-        """Put an object; with `mode='create'`, `_Exists` when one is there (`NotImplementedError`: no such puts)."""
+        """Put an object; with `mode='create'`, `Exists` when one is there (`NotImplementedError`: no such puts)."""
         refused_attributes = False
         if attributes and self._attributes_supported:
             try:
@@ -395,7 +387,7 @@ class ObjectStore:
                 self._attributes_supported = False  # This backend keeps no custom metadata: age rule only.
                 refused_attributes = True
             except Exception as exc:
-                raise _translate_put(exc) from exc
+                raise translate_put(exc) from exc
         try:
             return await obstore.put_async(self.store, path, data, mode=mode)
         except NotImplementedError:
@@ -403,13 +395,13 @@ class ObjectStore:
                 self._attributes_supported = True  # It was the conditional put it refused, not the metadata.
             raise
         except Exception as exc:
-            raise _translate_put(exc) from exc
+            raise translate_put(exc) from exc
 
     async def _create(self, path: str, data: bytes, attributes: dict[str, str]) -> obstore.PutResult | None:
         """Put `data` at `path` unless an object is there already (`None` then)."""
         try:
             return await self._put(path, data, attributes, mode='create')
-        except _Exists:
+        except Exists:
             return None
         except NotImplementedError:
             pass  # No conditional puts on this backend: check first (racy between concurrent writers).
@@ -417,57 +409,32 @@ class ObjectStore:
             await obstore.head_async(self.store, path)
             return None
         except Exception as exc:
-            if not _is_not_found(exc):
-                raise _translate(exc, 'write') from exc
+            if not is_not_found(exc):
+                raise translate(exc, 'write') from exc
         return await self._put(path, data, attributes)
-
-    async def _holds(self, path: str, data: bytes) -> Literal['missing', 'same', 'different']:
-        """Whether the payload object at `path` is missing, holds exactly `data` (and is live), or other bytes."""
-        try:
-            result = await obstore.get_async(self.store, path)
-            if self._is_expired(result.attributes, result.meta) or result.meta['size'] != len(data):
-                return 'different'  # An expired payload reads as not found: never hand its handle out again.
-            position = 0
-            async for chunk in result.stream(min_chunk_size=_STREAM_CHUNK):
-                block = bytes(chunk)
-                if data[position : position + len(block)] != block:
-                    return 'different'
-                position += len(block)
-        except Exception as exc:
-            if _is_not_found(exc):
-                return 'missing'
-            raise _translate(exc, 'write') from exc
-        return 'same' if position == len(data) else 'different'
 
     async def _head(self, path: str) -> obstore.ObjectMeta:
         """The payload's metadata, or `HandleNotFoundError` when it is missing or expired."""
         try:
             result = await obstore.get_async(self.store, path, options={'head': True})
         except Exception as exc:
-            raise _translate(exc, 'read') from exc
-        self._raise_if_expired(result.attributes, result.meta)
+            raise translate(exc, 'read') from exc
+        raise_if_expired(result.attributes, result.meta, self._ttl)
         return result.meta
-
-    async def _get_optional(self, path: str) -> bytes | None:
-        try:
-            result = await obstore.get_async(self.store, path)
-            return bytes(await result.bytes_async())
-        except Exception:  # noqa: BLE001 - a missing or unreadable index is rebuilt from the payload
-            return None
 
     async def _rebuild_index(self, handle: str) -> LineIndex:
         path = self._keys.payload(handle)
         builder = LineIndexBuilder()
         try:
             result = await obstore.get_async(self.store, path)
-            self._raise_if_expired(result.attributes, result.meta)
+            raise_if_expired(result.attributes, result.meta, self._ttl)
             meta = result.meta
-            async for chunk in result.stream(min_chunk_size=_STREAM_CHUNK):
+            async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
                 builder.feed(bytes(chunk))
         except HandleNotFoundError:
             raise
         except Exception as exc:
-            raise _translate(exc, 'read') from exc
+            raise translate(exc, 'read') from exc
         index = builder.finish()
         try:
             await self._put(self._keys.index(handle), _index_bytes(index, meta['size'], meta['e_tag']), {})
@@ -481,91 +448,15 @@ class ObjectStore:
         if older_than is not None:
             return meta['last_modified'].timestamp() <= now - older_than.total_seconds()
         if not self._attributes_supported:
-            return self._is_expired({}, meta, now)
+            return is_expired({}, meta, self._ttl, now)
         async with limiter:
             try:
                 result = await obstore.get_async(self.store, meta['path'], options={'head': True})
             except Exception as exc:
-                if _is_not_found(exc):
+                if is_not_found(exc):
                     return False  # Deleted meanwhile.
                 raise
-        return self._is_expired(result.attributes, result.meta, now)
-
-    async def _prune_aliases(self, older_than: timedelta | None, now: float, limiter: asyncio.Semaphore) -> None:
-        """Delete the aliases that expired: they carry their payload's expiry and are written just after it.
-
-        (The alias of a payload pruned here went with it; this pass catches those of payloads deleted otherwise.)
-        """
-        base = self._keys.base(ALIAS_MARKER)
-        async for page in _pages(self.store, base.rstrip('/')):
-            ours = [meta for meta in page if meta['path'].startswith(base) and meta['path'].endswith(_LEAF_SUFFIX)]
-            verdicts = await asyncio.gather(*(self._prune_verdict(meta, older_than, now, limiter) for meta in ours))
-            expired = [meta['path'] for meta, verdict in zip(ours, verdicts) if verdict]
-            if expired:
-                await self._delete_paths(expired, 'prune')
-
-    async def _prune_orphan_indexes(self, surviving: set[str], now: float) -> int:
-        base = self._keys.base(INDEX_MARKER)
-        orphans: list[str] = []
-        async for page in _pages(self.store, base.rstrip('/')):
-            for meta in page:
-                handle = self._keys.handle_of(meta['path'], INDEX_MARKER)
-                if (
-                    handle is not None
-                    and handle not in surviving
-                    and meta['last_modified'].timestamp() <= now - _ORPHAN_INDEX_GRACE
-                ):
-                    orphans.append(meta['path'])
-        for start in range(0, len(orphans), _LIST_CHUNK):
-            await self._delete_paths(orphans[start : start + _LIST_CHUNK], 'prune')
-        return len(orphans)
-
-    async def _delete_paths(self, paths: list[str], what: str) -> None:
-        try:
-            await obstore.delete_async(self.store, paths)
-        except Exception as exc:
-            if not _is_not_found(exc):
-                raise _translate(exc, what) from exc
-            # Some backends (local files) refuse a batch with a missing object: delete one by one.
-            for path in paths:
-                try:
-                    await obstore.delete_async(self.store, path)
-                except Exception as single:
-                    if not _is_not_found(single):
-                        raise _translate(single, what) from single
-
-
-async def _pages(store: ObstoreBackend, prefix: str) -> AsyncIterator[Sequence[obstore.ObjectMeta]]:
-    """The objects under `prefix`, a page at a time (the listing ends: object stores list a finite snapshot)."""
-    stream = obstore.list(store, prefix, chunk_size=_LIST_CHUNK)  # pyright: ignore[reportUnknownMemberType]
-    async for page in stream:
-        yield page
-
-
-def _is_not_found(exc: BaseException) -> bool:
-    # obstore raises the built-in FileNotFoundError for missing objects.
-    return isinstance(exc, FileNotFoundError)
-
-
-class _Exists(Exception):
-    """A conditional put found an object at its path."""
-
-
-def _translate_put(exc: BaseException) -> Exception:
-    if isinstance(exc, (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError)):
-        return _Exists()
-    if isinstance(exc, obstore.exceptions.NotSupportedError):
-        return NotImplementedError()
-    return _translate(exc, 'write')
-
-
-def _translate(exc: BaseException, what: str) -> Exception:
-    """A message-safe error: not found for missing objects, else `StoreBackendError` naming the type only."""
-    if isinstance(exc, HandleNotFoundError):
-        return exc
-    if _is_not_found(exc) or isinstance(exc, obstore.exceptions.InvalidPathError):
-        return HandleNotFoundError(NOT_FOUND)
-    return StoreBackendError(f'ObjectStore: the object store failed during {what} ({type(exc).__name__})')
+        return is_expired(result.attributes, result.meta, self._ttl, now)
 
 
 def _index_bytes(index: LineIndex, size: int, e_tag: str | None) -> bytes:

@@ -1,0 +1,77 @@
+"""An agent whose tool returns a Retina screenshot under Temporal: the copy is fitted in the `overflow_fit_image`
+activity, then the model looks at a region of the stored original. At module level, as Temporal workers need it."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+from PIL import Image
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.temporal import TemporalDurability
+from pydantic_ai.messages import (
+    BinaryContent,
+    BinaryImage,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityConfig
+
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output.temporal import OverflowTemporalRunContext
+
+from ..media._images import screenshot
+from ._temporal_agent import STORE_DIR
+
+
+def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+def _size(item: BinaryContent) -> list[int]:
+    with Image.open(io.BytesIO(item.data)) as image:
+        return list(image.size)
+
+
+def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart('take_screenshot', {}, 'call_shot')])
+    if len(returns) == 1:
+        handle = returns[0].metadata['overflow_images'][0]['handle']
+        region = {'handle': handle, 'x': 4000, 'y': 2000, 'width': 400, 'height': 300}
+        return ModelResponse(parts=[ToolCallPart('view_tool_result_image', region, 'call_view')])
+    shot, view = (part.content for part in returns)
+    assert isinstance(shot, list) and isinstance(view, list)
+    copy, crop = shot[1], view[1]
+    assert isinstance(copy, BinaryContent) and isinstance(crop, BinaryContent)
+    digest = hashlib.sha256(copy.data).hexdigest()[:16]
+    return ModelResponse(parts=[TextPart(json.dumps({'copy': _size(copy), 'crop': _size(crop), 'digest': digest}))])
+
+
+async def take_screenshot() -> BinaryContent:
+    return BinaryImage(screenshot(), media_type='image/png')
+
+
+durability = TemporalDurability[Any](
+    activity_config=ActivityConfig(
+        start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200)),
+    ),
+    run_context_type=OverflowTemporalRunContext,
+)
+agent = Agent(
+    FunctionModel(respond, model_name='scripted'),
+    name='image_agent',
+    tools=[take_screenshot],
+    capabilities=[OverflowingToolOutput[Any](store=LocalFileStore(base_dir=STORE_DIR), workspace=None), durability],
+)

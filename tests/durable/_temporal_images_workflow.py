@@ -1,0 +1,21 @@
+"""The workflow that runs the image agent. Temporal re-imports this module in its sandbox, so it does nothing else."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic_ai.durable_exec.temporal import PydanticAIWorkflow
+
+    from ._temporal_images import agent
+
+
+@workflow.defn
+class ImageWorkflow(PydanticAIWorkflow):
+    """One screenshot fitted, then a region of its original viewed."""
+
+    __pydantic_ai_agents__ = (agent,)
+
+    @workflow.run
+    async def run(self, prompt: str, run_id: str) -> str:
+        return (await agent.run(prompt, run_id=run_id)).output

@@ -1,0 +1,50 @@
+"""Images under Temporal, on the time-skipping test server: the copy is fitted in an activity (workflow code never
+decodes an image), the view tool reads the stored original, and the history replays."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+
+pytest.importorskip(
+    'temporalio', reason='temporalio is not installed: pip install "pydantic-ai-harness-context[durable]"'
+)
+
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from ._temporal_images_workflow import ImageWorkflow
+from .test_temporal import TEST_SERVER
+
+pytestmark = [pytest.mark.durable, pytest.mark.anyio]
+
+
+async def test_an_image_is_fitted_in_an_activity_and_the_history_replays() -> None:
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), plugins=[PydanticAIPlugin()]
+    )
+    async with environment:
+        task_queue = f'images-{uuid.uuid4()}'
+        async with Worker(environment.client, task_queue=task_queue, workflows=[ImageWorkflow]):
+            handle = await environment.client.start_workflow(
+                ImageWorkflow.run,
+                args=['look', f'run-{uuid.uuid4()}'],
+                id=f'images-{uuid.uuid4()}',
+                task_queue=task_queue,
+                execution_timeout=timedelta(seconds=60),
+            )
+            output = json.loads(await handle.result())
+        history = await handle.fetch_history()
+        activities = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            for event in history.events
+            if event.HasField('activity_task_scheduled_event_attributes')
+        ]
+        replay = await Replayer(workflows=[ImageWorkflow], plugins=[PydanticAIPlugin()]).replay_workflow(history)
+    assert output['copy'] == [1480, 776] and output['crop'] == [400, 300]
+    assert any(name.endswith('overflow_fit_image') for name in activities), activities
+    assert replay.replay_failure is None
