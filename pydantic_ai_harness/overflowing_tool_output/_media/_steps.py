@@ -103,7 +103,8 @@ async def media_step(
     """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob."""
     rendered = unit.rendered
     if rendered.data is not None:
-        if is_pdf(rendered.data, rendered.media_type):
+        if is_pdf(rendered.data, rendered.media_type) and not unit.run.in_durable_context:
+            # Workflow code (Temporal, DBOS) must not parse a file in place for seconds: it is spilled as bytes.
             return await _document(unit, rendered.data, timeout)
         return None, ''
     if rendered.kind not in ('text', 'structured'):
