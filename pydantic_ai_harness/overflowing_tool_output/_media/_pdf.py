@@ -29,6 +29,7 @@ __all__ = (
     'can_render',
     'is_pdf',
     'page_line',
+    'page_line_template',
     'read_pdf',
     'render_page',
 )
@@ -87,6 +88,11 @@ class PdfDigest:
 def page_line(number: int, pages: int) -> str:
     """The line a page's text starts with in the text log (what the model greps for to find a page)."""
     return f'=== page {number}/{pages} ==='
+
+
+def page_line_template(pages: int) -> str:
+    """`page_line` with `N` for the page number, as the header describes it."""
+    return f'=== page N/{pages} ==='
 
 
 def is_pdf(data: bytes, media_type: str | None) -> bool:

@@ -21,14 +21,13 @@ from ..._gil import hand_over
 from ..._typing import is_list, is_mapping
 from .._actions._unit import ActionContext, Reduced
 from .._offload import OFF_LOOP_BYTES, off_loop
-from .._query_tools._names import offered_names
 from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
 from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
 from ._images import IMAGES_KEY
 from ._markers import VIEW_TOOL_NAME
-from ._pdf import PdfDigest, can_render, is_pdf, page_line, read_pdf
+from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
 from ._sniff import sniff_image
 
 __all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
@@ -163,20 +162,19 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, p
         return f'[{saved}; its pages cannot be read: {digest.error}.]\n'
     pages = digest.pages
     count = '1 page' if pages == 1 else f'{pages} pages'
-    unreadable = f'; the text of {digest.unreadable} could not be read' if digest.unreadable else ''
     view = (
-        f'{VIEW_TOOL_NAME}(handle, page=N) shows page N as an image'
+        f"{VIEW_TOOL_NAME}(handle='{handle}', page=N) shows page N as an image"
         if pages_as_images
         else 'its pages cannot be shown as images here (pypdfium2 is not installed)'
     )
+    unreadable = f'the text of {digest.unreadable} could not be read' if digest.unreadable else ''
+    why = '; '.join(filter(None, (digest.stopped, unreadable)))
     if not any(digest.texts):
-        return f'[{saved}: {count}, none with text to read{unreadable or " (scanned images?)"}; {view}.]\n'
-    stopped = '; '.join(filter(None, (digest.stopped, unreadable.removeprefix('; '))))
-    stopped = f' ({stopped})' if stopped else ''
-    first = page_line(2 if pages > 1 else 1, pages)
+        return f'[{saved}: {count}, no text read ({why or "scanned images?"}); {view}.]\n'
+    why = f' ({why})' if why else ''
     return (
-        f'[{saved}: {count}. Its text follows{stopped}, each page starting with a line like `{first}`; '
-        f"{offered_names().grep}(handle, pattern='{first}') gives that page's line; {view}.]\n"
+        f'[{saved}: {count}. Its text follows{why}, each page starting with the line `{page_line_template(pages)}`; '
+        f'{view}.]\n'
     )
 
 

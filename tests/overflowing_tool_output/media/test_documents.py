@@ -16,7 +16,10 @@ from PIL import Image
 from pydantic_ai import Agent, BinaryContent
 from pypdf import PdfReader, PdfWriter
 
+from examples._scripted import cl100k_counter
 from pydantic_ai_harness.overflowing_tool_output import Band, LocalFileStore, OverflowingToolOutput, Spill
+from pydantic_ai_harness.overflowing_tool_output._media._pdf import read_pdf
+from pydantic_ai_harness.overflowing_tool_output._media._steps import pdf_header
 
 from .._scripted_queries import RUN_ID, Call
 from ._pdf_files import decompression_bomb_pdf, giant_page_pdf, looping_tree_pdf, pdf_with_pages
@@ -57,7 +60,7 @@ async def test_a_300_page_pdf_is_paged_like_a_log_and_kept_byte_identical(tmp_pa
     await agent.run('What was revenue on page 150?', run_id=RUN_ID)
     preview, grep, read = script.shown
     assert preview == snapshot("""\
-[`report` returned a PDF (152.5 KB), saved unchanged as handle '7217zk37ff': 300 pages. Its text follows, each page starting with a line like `=== page 2/300 ===`; grep_tool_result(handle, pattern='=== page 2/300 ===') gives that page's line; view_tool_result_image(handle, page=N) shows page N as an image.]
+[`report` returned a PDF (152.5 KB), saved unchanged as handle '7217zk37ff': 300 pages. Its text follows, each page starting with the line `=== page N/300 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]
 [`report` returned too much to show (~57158 tokens). Saved in full under handle '7ewszaymfa': 9600 lines, 228631 bytes; a preview follows.
 grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
 First lines (1-5 of 9600):
@@ -102,7 +105,7 @@ async def test_a_short_pdf_is_shown_whole_as_text(tmp_path: Path) -> None:
     pdf = pdf_with_pages([['Invoice 2026-114', 'Total: 1,250.00 EUR'], ['Paid on 2026-05-02']])
     shown, store = await _shown(pdf, tmp_path)
     assert shown == snapshot("""\
-[`report` returned a PDF (993 bytes), saved unchanged as handle '7217zk37ff': 2 pages. Its text follows, each page starting with a line like `=== page 2/2 ===`; grep_tool_result(handle, pattern='=== page 2/2 ===') gives that page's line; view_tool_result_image(handle, page=N) shows page N as an image.]
+[`report` returned a PDF (993 bytes), saved unchanged as handle '7217zk37ff': 2 pages. Its text follows, each page starting with the line `=== page N/2 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]
 === page 1/2 ===
 Invoice 2026-114
 Total: 1,250.00 EUR
@@ -140,8 +143,8 @@ async def test_a_hostile_pdf_is_stored_unchanged_and_explained(name: str, tmp_pa
         shown.split('\n', 1)[0]
         == snapshot(
             {
-                'a content stream that inflates to 200 MB': "[`report` returned a PDF (204.4 KB), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?); view_tool_result_image(handle, page=N) shows page N as an image.]",
-                'a page 14,400 inches wide': "[`report` returned a PDF (685 bytes), saved unchanged as handle '7217zk37ff': 1 page, none with text to read (scanned images?); view_tool_result_image(handle, page=N) shows page N as an image.]",
+                'a content stream that inflates to 200 MB': "[`report` returned a PDF (204.4 KB), saved unchanged as handle '7217zk37ff': 1 page, no text read (scanned images?); view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]",
+                'a page 14,400 inches wide': "[`report` returned a PDF (685 bytes), saved unchanged as handle '7217zk37ff': 1 page, no text read (scanned images?); view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]",
                 'garbage declared as a PDF': "[`report` returned a PDF (15.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfStreamError: Stream has ended unexpectedly).]",
                 'a PDF encrypted with a password': "[`report` returned a PDF (2.3 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it is encrypted with a password.]",
                 'a page tree that loops, declaring a billion pages': "[`report` returned a PDF (2.4 KB), saved unchanged as handle '7217zk37ff'; its pages cannot be read: it could not be parsed (PdfReadError: Detected cyclic page references.).]",
@@ -249,7 +252,30 @@ def test_without_the_media_extra_a_pdf_is_stored_and_the_model_told_what_is_miss
                 ): "[`report` returned a PDF (39.6 KB), saved unchanged as handle 'wkgg9gwwhf'; install 'pydantic-ai-harness-context[media]' to read its pages (pypdf is not installed).]",
                 (
                     'pypdfium2',
-                ): "[`report` returned a PDF (39.6 KB), saved unchanged as handle 'wkgg9gwwhf': 100 pages. Its text follows, each page starting with a line like `=== page 2/100 ===`; grep_tool_result(handle, pattern='=== page 2/100 ===') gives that page's line; its pages cannot be shown as images here (pypdfium2 is not installed).]",
+                ): "[`report` returned a PDF (39.6 KB), saved unchanged as handle 'wkgg9gwwhf': 100 pages. Its text follows, each page starting with the line `=== page N/100 ===`; its pages cannot be shown as images here (pypdfium2 is not installed).]",
             }
         )[missing]
     )
+
+
+def test_text_extraction_stops_at_its_bounds_and_says_where() -> None:
+    """The bounds a hostile file meets (pages read, characters kept, seconds spent): the count stays whole, the text
+    stops, and `stopped` says why (the header shows it)."""
+    pdf = _report(40)
+    by_pages = read_pdf(pdf, max_pages=10)
+    assert (by_pages.pages, len(by_pages.texts), by_pages.stopped) == snapshot(
+        (40, 10, 'text is read from the first 10 pages only')
+    )
+    by_chars = read_pdf(pdf, max_chars=2_000)
+    assert (by_chars.pages, len(by_chars.texts), by_chars.text_chars, by_chars.stopped) == snapshot(
+        (40, 4, 2000, 'text is kept up to 2,000 characters')
+    )
+    by_time = read_pdf(pdf, seconds=0.0)
+    assert (by_time.pages, len(by_time.texts), by_time.stopped) == snapshot(
+        (40, 0, 'text extraction stopped after 0 s')
+    )
+    header = pdf_header('report', by_pages, handle='7217zk37ff', nbytes=len(pdf), pages_as_images=True)
+    assert header == snapshot(
+        "[`report` returned a PDF (19.8 KB), saved unchanged as handle '7217zk37ff': 40 pages. Its text follows (text is read from the first 10 pages only), each page starting with the line `=== page N/40 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]\n"
+    )
+    assert cl100k_counter()(header) == snapshot(79)
