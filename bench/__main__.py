@@ -26,6 +26,7 @@ SECTIONS: dict[str, str] = {
     'handles': 'bench.bench_handles',
     'cli': 'bench.bench_cli',
     'media': 'bench.bench_media',
+    'documents': 'bench.bench_documents',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""

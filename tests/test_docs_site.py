@@ -160,7 +160,7 @@ def test_the_api_page_title_breaks_at_the_dot_and_type_aliases_are_code(site: Si
     html = page.read_text(encoding='utf-8')
     assert re.search(r'<h1[^>]*>pydantic_ai_harness\.<wbr ?/?>overflowing_tool_output', html)
     text = _text(page)
-    assert 'Action: TypeAlias = (\n    Passthrough | Truncate | Spill | Summarize\n)' in text
+    assert 'SummarizeFunc: TypeAlias = Callable[\n    [str, str], str | Awaitable[str]\n]' in text
     assert "'Passthrough" not in text and "'Callable[[str, str]" not in text
 
 

@@ -72,6 +72,6 @@ async def test_the_view_tool_is_offered_once_an_image_is_stored_and_its_cost(tmp
     ]
     (view,) = [t for t in steps[1] if t.name == 'view_tool_result_image']
     assert view.description == snapshot(
-        'Show a stored image, or the region x,y,width,height of it (original pixels; 0: to the edge) in more detail.'
+        'Show a stored image, or the region x,y,width,height of it (original pixels; 0: to the edge) in more detail. For a stored PDF: page (from 1).'
     )
-    assert cost([view]) == snapshot(136)
+    assert cost([view]) == snapshot(163)

@@ -18,6 +18,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 
 from .._events import report, warn
+from .._media._steps import MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
 from .._rendering._render import Rendered, measure, render_content, render_value
 from .._rendering._text_wrapper import render_return, wrapped_text
@@ -44,6 +45,25 @@ __all__ = ('BandLoop',)
 
 _TOKENIZE_ON_LOOP_CHARS = 32 * 1024
 """A text longer than this is counted by a user's tokenizer in a worker thread (tens of ms and more on the loop)."""
+
+
+_MEDIA_WRITE_TIMEOUT = 30.0
+"""Seconds a media step's store writes may take when the band's actions set no spill timeout."""
+
+
+def _stores(band: Band) -> bool:
+    """Whether the band's actions store the original (a `Spill`, a `Summarize` keeping it), so the media step may
+    too.
+    """
+    return any(action.writes_store for action in action_chain(band.action))
+
+
+def _step_timeout(band: Band) -> float:
+    """The write timeout of the band's first spilling action, else `_MEDIA_WRITE_TIMEOUT`."""
+    return next(
+        (timeout for action in action_chain(band.action) if (timeout := action.spill_timeout) is not None),
+        _MEDIA_WRITE_TIMEOUT,
+    )
 
 
 class RunWriter(Protocol):
@@ -86,6 +106,10 @@ class BandLoop:
 
     summaries: SummaryRun
     """What a `Summarize` needs from the capability: its prompt, durable operation and per-run locks."""
+
+    keep_blob_text: Callable[[bytes], bool] | None = None
+    """Whether a base64 blob that decodes to text stays in place (secret redaction's check: a secret it encodes is
+    never moved where the redaction cannot see it)."""
 
     def _writer(self, ctx: RunContext[Any]) -> Writer:
         write = self.write
@@ -133,7 +157,7 @@ class BandLoop:
             new_content = await self.reduce_unit(ctx, call, bands, rendered, content, 'content', takes_arguments)
         if new_value is None and new_content is None:
             return result
-        return reassemble(envelope, value, content, new_value, new_content)
+        return with_stored_images(reassemble(envelope, value, content, new_value, new_content), new_value, new_content)
 
     async def reduce_unit(
         self,
@@ -147,11 +171,14 @@ class BandLoop:
         context: tuple[int | None, float | None] | None = None,
         *,
         failure: bool = False,
+        media: bool = True,
     ) -> Reduced | None:
         """Pick the unit's band and run its action, falling back along `then` until one reduces it.
 
         `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
         otherwise the run's model's are read, if the bands need them. `failure`: the unit is a failure's message.
+        `media`: a PDF or a text holding base64 blobs is taken apart first (`_media`); off for what that step hands
+        back.
         """
         if not bands:
             return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
@@ -189,6 +216,12 @@ class BandLoop:
             summaries=self.summaries,
             failure=failure,
         )
+        if media and _stores(band):
+            step, reason = await media_step(action_unit, timeout=_step_timeout(band), keep_text=self.keep_blob_text)
+            if reason:
+                warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')
+            if step is not None:
+                return await self._after_media(ctx, call, bands, step, unit, takes_arguments, context, size)
         tried: list[str] = []
         for action in action_chain(band.action):
             tried.append(type(action).__name__)
@@ -213,3 +246,40 @@ class BandLoop:
             what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
             warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
         return left_as_is(rendered, original, call.tool_name)
+
+    async def _after_media(
+        self,
+        ctx: RunContext[Any],
+        call: ToolCallPart,
+        bands: tuple[Band, ...],
+        step: MediaStep,
+        unit: UnitName,
+        takes_arguments: bool,
+        context: tuple[int | None, float | None] | None,
+        measured: int,
+    ) -> Reduced:
+        """What the media step left (a PDF's text, a text with markers), reduced by the bands in turn, behind its
+        header; the original's handle when nothing else was stored.
+        """
+        size_before = self.measure(step.rendered) if step.rendered is not None else 0
+        inner = (
+            await self.reduce_unit(
+                ctx, call, bands, step.rendered, step.rendered.text, unit, takes_arguments, context, media=False
+            )
+            if step.rendered is not None
+            else None
+        )
+        if inner is not None and isinstance(inner.value, str):
+            return replace(inner, value=step.header + inner.value, images=step.images)
+        body = step.rendered.text if step.rendered is not None else ''
+        reduced = Reduced(
+            step.header + body,
+            'spill',
+            step.handle,
+            step.nbytes,
+            size_before=size_before or measured,
+            key=unit_key(ctx, call, unit),
+            images=step.images,
+        )
+        await report(ctx, call.tool_name, reduced_event(call, unit, reduced, ['Spill'], measured))
+        return reduced

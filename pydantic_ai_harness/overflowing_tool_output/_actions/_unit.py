@@ -65,6 +65,10 @@ class Reduced:
     key: str | None = None
     """The key the payload was written under (`<run id>/<tool call id>/<retry>`), when it was stored."""
 
+    images: tuple[dict[str, Any], ...] = ()
+    """Images (and documents) stored apart from the unit (base64 blobs, a PDF), recorded as the image band records
+    its originals, so the model can view them (`overflow_images` in the metadata)."""
+
 
 class Writer(Protocol):
     """Writes one payload under `key` within `timeout` seconds: `(handle, '')`, or `(None, why not)`."""

@@ -1,9 +1,12 @@
-"""Images in tool returns: provider limits, fitting, storing originals, and looking at them again.
+"""Images, documents and base64 blobs in tool returns: provider limits, fitting, storing originals, and looking at
+them again.
 
 The reusable core of the image band: `_limits` (each provider's published image limits, with sources, and the
 defaults every provider accepts), `_sniff` (type and size from the header, so bombs are refused undecoded), `_fit`
 (fit or crop with Pillow, blocking: run it in a worker thread), `_images` (a tool return's images fitted and their
 originals stored), `_view_tool` (the model's crop/zoom read by handle) and `_markers` (what the model reads).
+Documents and blobs: `_pdf` (a PDF's pages and text, a page rendered), `_blobs` (data URLs and base64 runs found
+and replaced) and `_steps` (the band loop's step that takes them apart).
 """
 
 from __future__ import annotations

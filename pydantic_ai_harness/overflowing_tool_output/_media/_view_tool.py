@@ -26,6 +26,7 @@ from ..stores._protocol import HandleNotFoundError, OverflowStore, payload_size
 from ._fit import ImageRefused, PillowMissing, crop_image, read_info
 from ._images import IMAGES_KEY
 from ._markers import VIEW_TOOL_NAME, size_text
+from ._pdf_view import page_image
 from ._setting import ImageBand
 
 __all__ = ('AGED_IMAGES_KEY', 'MAX_VIEW_BYTES', 'VIEW_TOOLSET_ID', 'build_view_toolset', 'images_in_conversation')
@@ -43,7 +44,8 @@ VIEW_MARK = {'overflowing_tool_output': 'view_image'}
 """Marks the view tool's definition, so the capability leaves its answers as they are."""
 
 _VIEW_DOC = (
-    'Show a stored image, or the region x,y,width,height of it (original pixels; 0: to the edge) in more detail.'
+    'Show a stored image, or the region x,y,width,height of it (original pixels; 0: to the edge) in more detail. '
+    'For a stored PDF: page (from 1).'
 )
 
 Route = Callable[[RunContext[Any], str], OverflowStore]
@@ -95,11 +97,13 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
     """The view tool over the stores `route` picks, offered once the conversation holds a stored image."""
 
     async def view_tool_result_image(
-        ctx: RunContext[Any], handle: str, x: int = 0, y: int = 0, width: int = 0, height: int = 0
+        ctx: RunContext[Any], handle: str, x: int = 0, y: int = 0, width: int = 0, height: int = 0, page: int = 0
     ) -> ToolReturn | str:
         meant = clean_handle(handle)
         if min(x, y, width, height) < 0:
             return 'x, y, width and height must be 0 or more (pixels of the original; width=0: to the right edge).'
+        if page < 0:
+            return 'page must be 1 or more (the first page is 1), and only for a stored PDF.'
         store = route(ctx, meant)
         try:
             with anyio.fail_after(store_timeout):
@@ -118,6 +122,9 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
         except Exception as exc:  # noqa: BLE001 - a failing store must not crash the run
             return f"The stored image '{meant}' could not be read: {type(exc).__name__}."
         target = setting.target(_serving_model(ctx))
+        data, problem = await page_image(data, meant, page, target.long_edge)
+        if problem:
+            return problem
         try:
             info = await anyio.to_thread.run_sync(partial(read_info, data, setting.max_decode_pixels))
         except (ImageRefused, PillowMissing) as exc:

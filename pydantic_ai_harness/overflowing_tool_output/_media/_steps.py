@@ -1,0 +1,214 @@
+"""The media step of the band loop: a unit over its band that is a PDF, or holds base64 blobs, is taken apart first.
+
+- A PDF: the file is stored unchanged; what goes on through the band's action is its text, page by page (a log
+  whose page `N` starts with the line `=== page N/<pages> ===`), behind a line saying what the file was.
+- A text or JSON value holding base64 blobs (data URLs, long base64 runs): each blob is stored as the bytes it
+  encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob.
+
+Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers what to reduce instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from pydantic_ai.messages import ToolReturn
+
+from ..._gil import hand_over
+from ..._typing import is_list, is_mapping
+from .._actions._unit import ActionContext, Reduced
+from .._offload import OFF_LOOP_BYTES, off_loop
+from .._redaction._withhold import SecretWithholding
+from .._rendering._markers import format_bytes
+from .._rendering._render import Rendered, stored_form
+from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
+from ._images import IMAGES_KEY
+from ._markers import VIEW_TOOL_NAME
+from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
+from ._sniff import sniff_image
+
+__all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
+
+_MISSING_HINT = "install 'pydantic-ai-harness-context[media]' to read its pages"
+
+
+@dataclass(frozen=True)
+class MediaStep:
+    """What the band loop reduces instead of a unit that held a document or base64 blobs."""
+
+    header: str
+    """The line in front of what the model sees: what the unit held, and the handle of its unchanged original."""
+
+    handle: str
+    """Where the original is stored, byte for byte."""
+
+    nbytes: int
+    """Bytes of the original."""
+
+    rendered: Rendered | None
+    """What goes on through the band's action (the text, the text with markers); `None`: the header is all."""
+
+    images: tuple[dict[str, Any], ...] = ()
+    """What the view tool can show, recorded as the image band records its originals: image blobs, the PDF."""
+
+
+def with_stored_images(result: ToolReturn[Any], *units: Reduced | None) -> ToolReturn[Any]:
+    """`result` with the images its units stored apart added to its `overflow_images` records (after the image
+    band's own), so the view tool is offered for them.
+    """
+    added = [record for unit in units if unit is not None for record in unit.images]
+    if not added or not is_mapping(result.metadata):
+        return result
+    earlier: object = result.metadata.get(IMAGES_KEY)
+    records = [*(earlier if is_list(earlier) else []), *added]
+    return replace(result, metadata={**result.metadata, IMAGES_KEY: records})
+
+
+def _record(handle: str, key: str, data: bytes, media_type: str) -> dict[str, Any]:
+    """The `overflow_images` record of a stored image blob or PDF (the fields the image band writes)."""
+    info = sniff_image(data) if media_type.startswith('image/') else None
+    return {
+        'handle': handle,
+        'key': key,
+        'media_type': info.media_type if info is not None else media_type,
+        'width': info.width if info is not None else None,
+        'height': info.height if info is not None else None,
+        'bytes': len(data),
+        'sent': None,
+        'copy': None,
+    }
+
+
+def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], bool] | None:
+    """With secret redaction on: whether a blob's decoded text holds a secret (it then stays where it was, encoded,
+    and is never stored where the model could read it decoded).
+    """
+    if withholding is None:
+        return None
+    mask = withholding.mask_text
+
+    def holds_secret(data: bytes) -> bool:
+        return bool(mask(data.decode('utf-8', 'replace'))[1])
+
+    return holds_secret
+
+
+async def media_step(
+    unit: ActionContext, *, timeout: float, keep_text: Callable[[bytes], bool] | None
+) -> tuple[MediaStep | None, str]:
+    """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob."""
+    rendered = unit.rendered
+    if rendered.data is not None:
+        if is_pdf(rendered.data, rendered.media_type) and not unit.run.in_durable_context:
+            # Workflow code (Temporal, DBOS) must not parse a file in place for seconds: it is spilled as bytes.
+            return await _document(unit, rendered.data, timeout)
+        return None, ''
+    if rendered.kind not in ('text', 'structured'):
+        return None, ''
+    large = rendered.size_chars > OFF_LOOP_BYTES  # a structured value's text is built by the scan, off the loop
+    text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
+    if not blobs:
+        return None, ''
+    return await _blobs(unit, text, blobs, timeout)
+
+
+def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tuple[str, list[Blob]]:
+    """The text the blobs are found in, and the blobs.
+
+    A large structured value is read in its stored layout (valid JSON, one element per line), a piece at a time:
+    its compact text is never built (a join and decode that hold the GIL, 0.1 s per 10 MB).
+    """
+    layout = rendered.layout if rendered.kind == 'structured' and rendered.size_chars > OFF_LOOP_BYTES else None
+    if layout is None:
+        text = rendered.text
+        if 'data:' not in text and len(text) < BARE_MIN_CHARS:
+            return text, []  # nothing a blob could be
+        return text, find_blobs(text, keep_text=keep_text)
+    texts: list[str] = []
+    blobs: list[Blob] = []
+    offset = 0
+    for piece in layout.pieces:
+        hand_over()
+        text = piece.decode('utf-8', 'surrogatepass')
+        if len(blobs) < MAX_BLOBS and (b'data:' in piece or len(piece) >= BARE_MIN_CHARS):
+            found = find_blobs(text, keep_text=keep_text)[: MAX_BLOBS - len(blobs)]
+            blobs.extend(replace(blob, start=blob.start + offset, end=blob.end + offset) for blob in found)
+        texts.append(text)
+        offset += len(text)
+    return ''.join(texts), blobs
+
+
+async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[MediaStep | None, str]:
+    handle, reason = await unit.write(f'{unit.key}/original', data, timeout)
+    if handle is None:
+        return None, reason
+    digest = await off_loop(unit.run, partial(read_pdf, data), large=True)
+    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=can_render())
+    log = digest.text_log() if digest.pages is not None else ''
+    viewable = digest.pages and can_render()
+    record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if viewable else ()
+    return MediaStep(header, handle, len(data), Rendered('text', log) if log else None, record), ''
+
+
+def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, pages_as_images: bool) -> str:
+    """The line in front of a PDF's text: what the file is, where it is kept, how its pages are found."""
+    saved = f"`{tool_name}` returned a PDF ({format_bytes(nbytes)}), saved unchanged as handle '{handle}'"
+    if digest.missing:
+        return f'[{saved}; {_MISSING_HINT} ({digest.missing} is not installed).]\n'
+    if digest.pages is None:
+        return f'[{saved}; its pages cannot be read: {digest.error}.]\n'
+    pages = digest.pages
+    count = '1 page' if pages == 1 else f'{pages} pages'
+    view = (
+        f"{VIEW_TOOL_NAME}(handle='{handle}', page=N) shows page N as an image"
+        if pages_as_images
+        else 'its pages cannot be shown as images here (pypdfium2 is not installed)'
+    )
+    unreadable = f'the text of {digest.unreadable} could not be read' if digest.unreadable else ''
+    why = '; '.join(filter(None, (digest.stopped, unreadable)))
+    if not any(digest.texts):
+        return f'[{saved}: {count}, no text read ({why or "scanned images?"}); {view}.]\n'
+    why = f' ({why})' if why else ''
+    return (
+        f'[{saved}: {count}. Its text follows{why}, each page starting with the line `{page_line_template(pages)}`; '
+        f'{view}.]\n'
+    )
+
+
+async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: float) -> tuple[MediaStep | None, str]:
+    rendered = unit.rendered
+    original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
+    handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
+    if handle is None:
+        return None, reason
+    markers: list[str] = []
+    records: list[dict[str, Any]] = []
+    for number, blob in enumerate(blobs, 1):
+        key = f'{unit.key}/blob-{number}'
+        blob_handle, reason = await unit.write(key, blob.data, timeout)
+        if blob_handle is None:
+            return None, reason
+        viewable = sniff_image(blob.data) is not None
+        markers.append(blob_marker(blob, blob_handle, view=f'{VIEW_TOOL_NAME} shows it' if viewable else None))
+        if viewable:
+            records.append(_record(blob_handle, key, blob.data, blob.media_type))
+    replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
+    decoded = format_bytes(sum(len(blob.data) for blob in blobs))
+    what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
+    header = (
+        f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
+        f"saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
+    )
+    return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records)), ''
+
+
+def _original_bytes(rendered: Rendered) -> bytes:
+    """A text exactly as the tool returned it (UTF-8, lone surrogates kept); a structured value in its stored JSON
+    layout, as a spill stores it.
+    """
+    if rendered.kind == 'text':
+        return rendered.text.encode('utf-8', 'surrogatepass')
+    return stored_form(rendered)[1]
