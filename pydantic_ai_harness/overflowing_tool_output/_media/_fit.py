@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,17 @@ twice that, refuses. Decoding costs about 4 bytes of memory per pixel (some 360 
 
 _LOSSLESS = frozenset({'image/png', 'image/gif', 'image/bmp', 'image/tiff', 'image/x-icon'})
 """Sources (screenshots, diagrams) whose copy is tried as PNG first: sharp text survives."""
+
+PILLOW_REFUSES_PIXELS = 178_956_970
+"""Pillow refuses to open an image of more pixels than this (twice its `MAX_IMAGE_PIXELS`), whatever is set here."""
+
+MAX_JPEG_SCANS = 100
+"""A progressive JPEG is decoded once per scan (a photo has about 10): one of 2,000 scans in 160 KB is a minute of
+CPU for a 16-megapixel image, and the pixel limit does not see it. More scans than this are refused."""
+
+_DECODES = threading.BoundedSemaphore(2)
+"""Images decoded at once in this process: each holds about 4 bytes a pixel while it is, so parallel views of large
+originals (a model may ask for 40 in one response) wait their turn rather than add up to gigabytes."""
 
 _JPEG_QUALITIES = (85, 70, 55)
 _SHRINK = 0.75
@@ -98,19 +110,55 @@ def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -
     info = sniff_image(data)
     if info is None and not use_pillow:
         raise ImageRefused('not a PNG, JPEG, GIF or WebP header, and other formats are not read in a durable workflow')
-    if info is None:
+    if info is not None:
+        _check_pixels(info, max_decode_pixels)  # before Pillow opens it: a bomb's header is all that is read
+    if use_pillow and (info is None or pillow_available()):
+        # Pillow's header read too, when it is there: a GIF's logical screen or a JPEG's first frame header may
+        # declare less than the frame Pillow decodes; the larger size is the one checked.
         image_module = _pil()
         try:
             with image_module.open(io.BytesIO(data)) as image:  # lazy: reads the header only
-                info = ImageInfo(_media_type(image.format), image.width, image.height, len(data))
+                declared = ImageInfo(_media_type(image.format), image.width, image.height, len(data))
         except Exception as exc:  # noqa: BLE001 - Pillow's errors (and its bomb check) name the problem
-            raise ImageRefused(f'not an image Pillow can read ({type(exc).__name__}: {exc})') from None
+            if type(exc).__name__ == 'DecompressionBombError':
+                raise ImageRefused(
+                    f'its header declares more than {PILLOW_REFUSES_PIXELS:,} pixels (a decompression bomb), so it was '
+                    'not decoded'
+                ) from None
+            raise ImageRefused(_unreadable(exc)) from None
+        if info is None or declared.pixels > info.pixels:
+            media_type = info.media_type if info is not None else declared.media_type
+            info = ImageInfo(media_type, declared.width, declared.height, len(data))
+    assert info is not None
+    _check_pixels(info, max_decode_pixels)
+    if info.media_type == 'image/jpeg' and (scans := data.count(b'\xff\xda')) > MAX_JPEG_SCANS:
+        raise ImageRefused(
+            f'it is a JPEG of {scans:,} scans, each decoded in turn (a photo has about 10); more than {MAX_JPEG_SCANS} '
+            'are not decoded here'
+        )
+    return info
+
+
+def _check_pixels(info: ImageInfo, max_decode_pixels: int) -> None:
     if info.pixels > max_decode_pixels:
         raise ImageRefused(
             f'its header declares {info.width}x{info.height} px ({info.pixels:,} pixels), over the '
             f'{max_decode_pixels:,} decoded here (a decompression bomb, or too large to process), so it was not decoded'
         )
-    return info
+
+
+def _plain(exc: Exception) -> str:
+    """Pillow's error without the object it names (`<_io.BytesIO object at 0x...>` means nothing to a model)."""
+    if type(exc).__name__ == 'UnidentifiedImageError':
+        return 'its bytes are in no image format Pillow reads'
+    return f'{type(exc).__name__}: {exc}'
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why Pillow could not read an image's header, for the model."""
+    if type(exc).__name__ == 'UnidentifiedImageError':
+        return 'not an image: its bytes are in no format Pillow reads'
+    return f'not an image Pillow can read ({_plain(exc)})'
 
 
 def fits(info: ImageInfo, target: ImageTarget) -> bool:
@@ -145,12 +193,12 @@ def fit_image(data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
     image_module = _pil()
     width, height = fitted_size(info.width, info.height, target)
     try:
-        with image_module.open(io.BytesIO(data)) as source:
+        with _DECODES, image_module.open(io.BytesIO(data)) as source:
             if source.format == 'JPEG':
                 source.draft('RGB', (width, height))  # decode at 1/2, 1/4 or 1/8 scale when that is enough
-            frame = source.convert('RGBA' if _has_alpha(source) else 'RGB')
+            frame = _eight_bit(source).convert('RGBA' if _has_alpha(source) else 'RGB')
     except Exception as exc:  # noqa: BLE001
-        raise ImageRefused(f'Pillow could not decode it ({type(exc).__name__}: {exc})') from None
+        raise ImageRefused(f'Pillow could not decode it ({_plain(exc)})') from None
     return _encode_within(frame, (width, height), target, lossless=info.media_type in _LOSSLESS)
 
 
@@ -160,11 +208,11 @@ def crop_image(
     """The region `box` (left, top, right, bottom in the image's pixels) at the most detail that fits `target`."""
     image_module = _pil()
     try:
-        with image_module.open(io.BytesIO(data)) as source:
-            region = source.crop(box)
+        with _DECODES, image_module.open(io.BytesIO(data)) as source:
+            region = _eight_bit(source.crop(box))
             region = region.convert('RGBA' if _has_alpha(region) else 'RGB')
     except Exception as exc:  # noqa: BLE001
-        raise ImageRefused(f'Pillow could not decode it ({type(exc).__name__}: {exc})') from None
+        raise ImageRefused(f'Pillow could not decode it ({_plain(exc)})') from None
     size = fitted_size(region.width, region.height, target)
     return _encode_within(region, size, target, lossless=lossless)
 
@@ -191,6 +239,19 @@ def _save(image: Image, image_format: str, **options: Any) -> bytes:
     out = io.BytesIO()
     image.save(out, image_format, **options)
     return out.getvalue()
+
+
+def _eight_bit(image: Image) -> Image:
+    """A 16-bit or float image scaled to its own range in 8 bits (`convert('RGB')` would clip it to near white)."""
+    if image.mode not in ('I', 'F') and not image.mode.startswith('I;16'):
+        return image
+    floats = image.convert('F')
+    low, high = floats.getextrema()
+    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)) or high <= low:
+        return floats.convert('L')
+    scale = 255.0 / (high - low)
+    offset = -low * scale
+    return floats.point(lambda value: value * scale + offset).convert('L')
 
 
 def _has_alpha(image: Image) -> bool:

@@ -183,6 +183,8 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     except PillowMissing:
         return [await _not_sent(unit, image, index, None, 'its format is read only by Pillow, which is not installed')]
     if fits(info, unit.target):
+        if image.media_type != info.media_type:  # a JPEG labelled PNG: a provider refuses the label, not the image
+            return [BinaryImage(data, media_type=info.media_type)]
         return [image]
     if not pillow_available():
         why = pillow_missing_why(unit.target)

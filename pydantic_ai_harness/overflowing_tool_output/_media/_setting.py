@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._fit import DEFAULT_MAX_DECODE_PIXELS
+from ._fit import DEFAULT_MAX_DECODE_PIXELS, PILLOW_REFUSES_PIXELS
 from ._limits import ImageTarget, target_for
 
 __all__ = ('ImageBand',)
@@ -58,8 +58,11 @@ class ImageBand:
     def __post_init__(self) -> None:
         for name in ('max_long_edge', 'max_pixels', 'max_bytes', 'max_tokens', 'keep_newest'):
             _check_positive(getattr(self, name), name)
-        if type(self.max_decode_pixels) is not int or self.max_decode_pixels < 1:
-            raise ValueError(f'ImageBand.max_decode_pixels must be a positive int, got {self.max_decode_pixels!r}')
+        if type(self.max_decode_pixels) is not int or not 1 <= self.max_decode_pixels <= PILLOW_REFUSES_PIXELS:
+            raise ValueError(
+                f'ImageBand.max_decode_pixels must be an int from 1 to {PILLOW_REFUSES_PIXELS:,} (Pillow refuses larger '
+                f'images whatever is set here), got {self.max_decode_pixels!r}'
+            )
         if type(self.timeout) not in (int, float) or not 0 < self.timeout < float('inf'):
             raise ValueError(f'ImageBand.timeout must be a positive number of seconds, got {self.timeout!r}')
 
