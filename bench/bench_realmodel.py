@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._realmodel_runtime import CACHE_DIR, prepare
-from bench._realmodel_scenarios import RealOutcome, RealScenario, query_tool_calls, run_real, scenarios
+from bench._realmodel_scenarios import (
+    MakeCapability,
+    RealOutcome,
+    RealScenario,
+    offered_once_stored,
+    query_tool_calls,
+    run_real,
+    scenarios,
+)
 from bench._realmodel_server import Endpoint, llama_server
 from bench._report import Entry
 
@@ -44,6 +52,10 @@ The runtime and the weights come from the package registry into `~/.cache/pydant
 same window, at temperature 0.7 with a seed per run, and is scored by the planted facts its last answer names.
 Input tokens are the server's own counts; seconds are the wall time of the whole run (every user turn).
 """
+
+
+ONCE_STORED = 'OverflowingToolOutput(), query tools once stored'
+"""The configuration offering the query tools only once something is stored (`bench/_query_tool_offer.py`)."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +131,14 @@ async def measure(settings: Settings, endpoint: Endpoint, root: Path) -> list[Re
     outcomes: list[RealOutcome] = []
     for seed in range(1, settings.seeds + 1):
         for index, scenario in enumerate(picked):
-            for configuration in ('no capability', 'OverflowingToolOutput'):
-                capability = (
-                    scenario.with_capability(root / f'{seed}-{index}') if configuration != 'no capability' else None
-                )
+            configurations: dict[str, MakeCapability] = {
+                'OverflowingToolOutput()': scenario.with_capability,
+                'no capability': lambda _root: None,
+            }
+            if scenario.offered_once_stored:
+                configurations[ONCE_STORED] = offered_once_stored
+            for c_index, (configuration, make) in enumerate(configurations.items()):
+                capability = make(root / f'{seed}-{index}-{c_index}')
                 outcome = await run_real(
                     scenario,
                     configuration,
@@ -166,7 +182,7 @@ def entries(outcomes: Sequence[RealOutcome], picked: Sequence[RealScenario]) -> 
     result: list[Entry] = []
     for scenario in picked:
         runs = [o for o in outcomes if o.scenario == scenario.name]
-        with_it = sum(o.found for o in runs if o.configuration != 'no capability')
+        with_it = sum(o.found for o in runs if o.configuration == 'OverflowingToolOutput()')
         without = sum(o.found for o in runs if o.configuration == 'no capability')
         total = sum(o.facts for o in runs if o.configuration == 'no capability')
         result.append(
