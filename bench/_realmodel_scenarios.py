@@ -267,7 +267,7 @@ async def run_real(
     """Every user turn of `scenario` with the endpoint's model under `capability` (none: `None`)."""
     model = _Counted(chat_model(endpoint, context_window))
     model.requests, model.input_tokens, model.calls = 0, 0, []
-    settings = OpenAIChatModelSettings(temperature=0.7, seed=seed, max_tokens=400)
+    settings = OpenAIChatModelSettings(temperature=0.3, seed=seed, max_tokens=400)
     agent = Agent(
         model, instructions=INSTRUCTIONS, model_settings=settings, capabilities=[capability] if capability else []
     )

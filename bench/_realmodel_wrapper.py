@@ -18,6 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ModelResponsePart,
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 
 _WRAPPERS = re.compile(r'</?tool_call>|```(?:json)?', re.IGNORECASE)
 """Around a call the model may write: its template's tags, a code fence."""
@@ -77,16 +78,32 @@ class TextToolCalls(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         response = await super().request(messages, model_settings, model_request_parameters)
+        tools = {tool.name: tool for tool in model_request_parameters.function_tools}
         if any(isinstance(part, ToolCallPart) for part in response.parts):
-            return response
+            parts = [_taken(part, tools) if isinstance(part, ToolCallPart) else part for part in response.parts]
+            return replace(response, parts=parts)
         text = ''.join(part.content for part in response.parts if isinstance(part, TextPart))
-        offered = {tool.name for tool in model_request_parameters.function_tools}
-        calls = text_tool_calls(text, offered)
+        calls = text_tool_calls(text, set(tools))
         if calls is None:
             return response
         self.converted += 1
-        parts: list[ModelResponsePart] = [
-            ToolCallPart(tool_name=name, args=arguments, tool_call_id=f'text_call_{self.converted}_{index}')
+        new_parts: list[ModelResponsePart] = [
+            _taken(
+                ToolCallPart(tool_name=name, args=arguments, tool_call_id=f'text_call_{self.converted}_{index}'), tools
+            )
             for index, (name, arguments) in enumerate(calls)
         ]
-        return replace(response, parts=parts)
+        return replace(response, parts=new_parts)
+
+
+def _taken(call: ToolCallPart, tools: dict[str, ToolDefinition]) -> ToolCallPart:
+    """`call` without the arguments its tool does not take: a small model adds some (`run_tests(output=...)`), and
+    the tool's validation would reject the whole call for them."""
+    tool = tools.get(call.tool_name)
+    schema = tool.parameters_json_schema if tool is not None else {}
+    if schema.get('additionalProperties', True) is not False:
+        return call
+    known = set(schema.get('properties', {}))
+    arguments = call.args_as_dict()
+    kept = {name: value for name, value in arguments.items() if name in known}
+    return call if kept == arguments else replace(call, args=kept)

@@ -54,7 +54,7 @@ joined in order) into `~/.cache/pydantic-ai-harness-context/realmodel/` (`REALMO
 sha256 digests and built once (`bench/_realmodel_runtime.py`); the weights are never copied into the repository.
 The server this run started is always stopped.
 
-Each scenario runs with and without the capability at the same window, at temperature 0.7 with a seed per run
+Each scenario runs with and without the capability at the same window, at temperature 0.3 with a seed per run
 (`max_tokens=400`), asked as a user asks it, and is scored by the planted facts its last answer names as a whole
 word. Input tokens are the server's own counts, summed over the requests; seconds are the wall time of the whole
 run (every user turn). The scripted personas' figures for the same payloads are in the economy section above.
