@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench.__main__ import kept_section, replace_section
@@ -43,6 +43,27 @@ async def test_a_reply_writing_a_call_runs_the_tool_and_prose_stays_the_answer()
     result = await agent.run('Which test failed?')
     assert result.output == 'The log says: FAILED tests/test_a.py::test_b'
     assert model.converted == 1
+
+
+async def test_arguments_a_tool_does_not_take_are_dropped_from_any_call() -> None:
+    calls: list[str] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if calls:
+            return ModelResponse(parts=[TextPart('done')])
+        # A provider's own tool call, with an argument the tool does not take, as the small model makes it.
+        return ModelResponse(parts=[ToolCallPart('run_tests', {'output': 'made up', 'verbose': True})])
+
+    agent = Agent(TextToolCalls(FunctionModel(reply)))
+
+    @agent.tool_plain
+    def run_tests(verbose: bool = False) -> str:
+        """Run the tests."""
+        calls.append(f'verbose={verbose}')
+        return 'ok'
+
+    assert (await agent.run('Run the tests.')).output == 'done'
+    assert calls == ['verbose=True']
 
 
 def test_a_full_page_run_keeps_the_on_request_sections() -> None:
