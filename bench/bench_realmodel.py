@@ -138,8 +138,11 @@ def endpoint_for(settings: Settings, notes: list[str]) -> Iterator[Endpoint]:
         return
     started = time.perf_counter()
     ready = prepare()
+    recorded = CACHE_DIR / 'build-seconds.txt'
     if ready.build_seconds is not None:
         notes.append(f'built `llama-server` in this run: {ready.build_seconds / 60:.0f} min')
+    elif recorded.is_file():
+        notes.append(f'`llama-server` built by an earlier run, in {float(recorded.read_text()) / 60:.0f} min')
     if ready.fetch_seconds is not None:
         notes.append(f'fetched and joined the weights in this run: {ready.fetch_seconds:.0f} s')
     notes.append(f'runtime and weights ready after {time.perf_counter() - started:.0f} s')
