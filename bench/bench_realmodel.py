@@ -28,8 +28,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._economy_core import MODELS, Scenario, cached, run_scenario
 from bench._realmodel_runtime import CACHE_DIR, prepare
 from bench._realmodel_scenarios import (
+    FACT_PAGE,
+    PAGE_CHARS,
+    PAGES,
+    TEST_LOG_LINES,
     MakeCapability,
     RealOutcome,
     RealScenario,
@@ -40,6 +45,9 @@ from bench._realmodel_scenarios import (
 )
 from bench._realmodel_server import Endpoint, llama_server
 from bench._report import Entry
+from examples import _payloads as payloads
+from examples._scripted import Question, cl100k_counter, on_line, seeded_run_ids
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
 
 TITLE = 'A real model in the loop: Qwen2.5-Coder-1.5B on this CPU'
 METHOD = """
@@ -224,19 +232,67 @@ def entries(outcomes: Sequence[RealOutcome], picked: Sequence[RealScenario]) -> 
     return result
 
 
+async def scripted_beside(root: Path) -> str:
+    """The scripted personas on the same test log and catalog pages, with the default capability, as a table."""
+    count = cached(cl100k_counter())
+    page_calls = [('get_page', {'page': page}) for page in range(1, PAGES + 1)]
+    beside = [
+        Scenario(
+            '200 KB test log',
+            'run_tests',
+            lambda _page: payloads.test_log(TEST_LOG_LINES),
+            Question('Which test failed?', [('run_tests', {})], 'FAILED', on_line('FAILED ', r'FAILED (\S+)')),
+            payloads.FAILING_TEST,
+        ),
+        Scenario(
+            f'{PAGES} catalog pages',
+            'get_page',
+            lambda page: payloads.catalog_page(payloads.PAGE_FACT_PAGE if page == FACT_PAGE else page, size=PAGE_CHARS),
+            Question(
+                'What does WIDGET-42 cost?',
+                page_calls,
+                'WIDGET-42',
+                on_line('WIDGET-42', r'WIDGET-42 costs ([\d.]+ EUR)'),
+            ),
+            '129.50 EUR',
+        ),
+    ]
+    rows = ['| scenario | scripted model | fact found | requests | input tokens (cl100k) |', '|---|---|---|---:|---:|']
+    for index, scenario in enumerate(beside):
+        for name, model in MODELS.items():
+            brain = model([scenario.question], count_tokens=count, seed=index)
+            capability = OverflowingToolOutput(store=LocalFileStore(base_dir=root / f'scripted-{index}-{name}'))
+            with seeded_run_ids(index):
+                outcome = await run_scenario(scenario, capability, brain)
+            found = 'yes' if outcome.found else 'no'
+            rows.append(f'| {scenario.name} | {name} | {found} | {outcome.requests} | {outcome.tokens:,} |')
+    return '\n'.join(rows)
+
+
 def run(argv: Sequence[str] = ()) -> tuple[list[Entry], str]:
     """The benchmark with the settings from the environment (and `argv`)."""
     settings = settings_from(os.environ, argv)
     notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, endpoint_for(settings, notes) as endpoint:
         outcomes = asyncio.run(measure(settings, endpoint, Path(tmp)))
+        personas = asyncio.run(scripted_beside(Path(tmp)))
     chosen = scenarios(settings.session_tasks)
     picked = [chosen[i] for i in settings.only] if settings.only is not None else chosen
     where = 'llama-server started here' if endpoint.started_here else f'`{endpoint.model}` at {endpoint.base_url}'
-    extra = f'Model: {where}; window {settings.window:,} tokens. ' + '; '.join(notes) + '\n\n' + table(outcomes)
+    extra = (
+        f'Model: {where}; window {settings.window:,} tokens. '
+        + '; '.join(notes)
+        + '\n\n'
+        + table(outcomes)
+        + '\n\nThe scripted personas on the same payloads (default capability):\n\n'
+        + personas
+    )
     return entries(outcomes, picked), extra
 
 
-if __name__ == '__main__':
+if __name__ == '__main__' and sys.argv[1:2] == ['--scripted-only']:
+    with tempfile.TemporaryDirectory() as scratch:
+        print(asyncio.run(scripted_beside(Path(scratch))))
+elif __name__ == '__main__':
     found, details = run(sys.argv[1:])
     print(details)
