@@ -65,7 +65,7 @@ The server this run started is always stopped.
 Each scenario runs with and without the capability at the same window, at temperature 0.3 with a seed per run
 (`max_tokens=400`), asked as a user asks it, and is scored by the planted facts its last answer names as a whole
 word. Input tokens are the server's own counts, summed over the requests; seconds are the wall time of the whole
-run (every user turn). The scripted personas' figures for the same payloads are in the economy section above.
+run (every user turn). The scripted personas run on the same payloads beside it.
 
 To use an OpenAI-compatible endpoint you already run (Ollama, vLLM, a hosted API) instead, set its base URL and
 model name; nothing is fetched, built or started then:
@@ -80,7 +80,8 @@ Other settings (environment variable, or option of `python -m bench.bench_realmo
 `REALMODEL_SEEDS` (`--seeds`, default `1`; `1,2,3` runs each three times), `REALMODEL_SCENARIOS` (`--scenarios`,
 indexes such as `0,1`),
 `REALMODEL_SESSION_TASKS` (`--session-tasks`, default 2), `REALMODEL_RUN_TIMEOUT` (`--run-timeout`, seconds per run,
-default 900). `python -m bench._realmodel_runtime` only fetches and builds.
+default 900), `REALMODEL_THREADS` (the server's threads; default: one per core, `1` decodes faster on a machine
+other jobs keep busy). `python -m bench._realmodel_runtime` only fetches and builds.
 """
 
 
