@@ -27,15 +27,20 @@ SECTIONS: dict[str, str] = {
     'cli': 'bench.bench_cli',
     'media': 'bench.bench_media',
     'documents': 'bench.bench_documents',
+    'realmodel': 'bench.bench_realmodel',
 }
 """Section name -> module exposing `TITLE`, `METHOD` and `run()`, which returns its entries, or its entries and a
 markdown block of details to publish under them."""
+
+ON_REQUEST = {'realmodel'}
+"""Sections run only when named (`python -m bench realmodel`): they fetch and build a runtime and take most of an
+hour."""
 
 DOCS_PAGE = Path(__file__).resolve().parent.parent / 'docs' / 'benchmarks.md'
 
 
 def main(argv: list[str]) -> int:
-    wanted = argv or list(SECTIONS)
+    wanted = argv or [name for name in SECTIONS if name not in ON_REQUEST]
     parts: list[str] = []
     all_ok = True
     for name in wanted:
@@ -65,7 +70,9 @@ def main(argv: list[str]) -> int:
         f'{platform.system()}.\n\n'
     )
     if not argv:
-        DOCS_PAGE.write_text(header + '\n'.join(parts), encoding='utf-8')
+        old_page = DOCS_PAGE.read_text(encoding='utf-8') if DOCS_PAGE.exists() else ''
+        kept = [kept_section(old_page, importlib.import_module(SECTIONS[name]).TITLE) for name in sorted(ON_REQUEST)]
+        DOCS_PAGE.write_text(header + '\n'.join([*parts, *filter(None, kept)]), encoding='utf-8')
         print(f'wrote {DOCS_PAGE}')
     elif DOCS_PAGE.exists():
         page = DOCS_PAGE.read_text(encoding='utf-8')
@@ -74,6 +81,15 @@ def main(argv: list[str]) -> int:
         DOCS_PAGE.write_text(page, encoding='utf-8')
         print(f'updated {", ".join(wanted)} in {DOCS_PAGE}')
     return 0 if all_ok else 1
+
+
+def kept_section(page: str, title: str) -> str:
+    """The `## title` section of `page` as it stands (an on-request section a full run does not measure), or ''."""
+    start = page.find(f'## {title}\n')
+    if start == -1:
+        return ''
+    end = page.find('\n## ', start + 3)
+    return page[start : end + 1 if end != -1 else len(page)]
 
 
 def replace_section(page: str, part: str) -> str:

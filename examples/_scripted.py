@@ -57,7 +57,7 @@ _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
 # A search without a handle labels each stored output's matches `-- <handle> (<tool>, N lines): ... --` and suggests
 # a read with the handle and line of its first match.
 _SEARCH_LABEL = re.compile(r'^-- (\S+) \(')
-_SUGGESTED_READ = re.compile(r"read_tool_result\(handle='([^']+)', offset=(\d+)\)")
+_SUGGESTED_READ = re.compile(r"read_tool_result\(handle='([^']+)', offset=(\d+)(?:, limit=\d+)?\)")
 _HEX_GUTTER = re.compile(r'\|([^|\n]{1,16})\|$', re.MULTILINE)
 _SHOWN_LINE = re.compile(r'^[> ]*(\d+)\| (.*)$', re.MULTILINE)
 _RETRIEVAL_TOOLS = frozenset({'read_tool_result', 'grep_tool_result'})

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inline_snapshot import snapshot
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -149,19 +150,20 @@ async def test_a_handle_from_another_conversation_is_never_searched(tmp_path: Pa
     )
 
 
-async def test_a_conversation_without_spills_is_told_there_is_nothing_to_search(tmp_path: Path) -> None:
+async def test_a_conversation_without_spills_is_told_to_call_the_tool_that_produces_the_output(tmp_path: Path) -> None:
+    # A small model asked a question calls the query tools first (issue 36): each answer says what to do instead.
     answers: list[str] = []
     agent = Agent(
-        _scripted([[('grep_tool_result', {'pattern': 'x'})]], answers),
+        _scripted([[('grep_tool_result', {'pattern': 'x'})], [('read_tool_result', {'handle': 'abc123'})]], answers),
         capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))],
     )
     await agent.run('Search.')
-    assert answers == [
-        (
-            'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '
-            'only when it is too large to show.'
-        )
-    ]
+    assert answers == snapshot(
+        [
+            'Nothing is stored yet, so there is nothing to search. First call the tool that produces the output you need; an output too large to show is stored then, and its preview names the handle.',
+            "No stored result found under handle 'abc123'. A handle is the exact string shown after 'handle' in a stored tool result's preview; copy it exactly. If nothing was stored yet, or it was cleaned up since, call the tool that produces the output: one too large to show is stored, and its preview names the handle.",
+        ]
+    )
 
 
 async def test_the_time_budget_stops_the_search_with_the_calls_that_continue(tmp_path: Path) -> None:

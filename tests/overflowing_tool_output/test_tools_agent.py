@@ -258,7 +258,7 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     assert len(answer) <= QueryLimits().max_output_chars
     shown = int(re.search(r'Showing the first (\d+),', answer).group(1))  # type: ignore[union-attr]
     assert 1 <= shown < 100
-    assert f'-- {shown} matches at lines 1-{shown} (read around it: offset=1) --' in answer
+    assert f'-- {shown} matches at lines 1-{shown} (read around it: offset=1, limit=12) --' in answer
     # The next page starts after the last match shown, and the call that continues the search says so.
     assert f'max_matches=100, offset={shown + 1})' in answer
     assert 'output capped at 20000 characters' in answer
@@ -338,10 +338,10 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
     assert set(seen) == QUERY_TOOL_NAMES
     read, grep = seen['read_tool_result'], seen['grep_tool_result']
     assert read.description == snapshot(
-        "Read a stored tool output. offset: first line shown, from 1 (from_end: counted back; unit='bytes': first byte); pattern keeps lines containing it; path queries JSON ($.data[?@.status=='stuck'].id)."
+        "Read a stored tool output. offset: first line, from 1 (from_end: counted back; unit='bytes': first byte); pattern keeps matching lines; path queries JSON ($.data[?@.status=='stuck'].id)."
     )
     assert grep.description == snapshot(
-        "Find lines in a stored tool output, with context and their total. Literal unless is_regex (RE2: '(?i)error|fail'); offset/start: first line/byte searched. No handle: searches every stored output of this conversation, newest first (offset: first output)."
+        'Find lines holding pattern in stored tool outputs (a preview names each handle), with context. Literal unless is_regex (RE2); offset/start: first line/byte searched. No handle: every stored output, newest first (offset: first output).'
     )
     read_params = read.parameters_json_schema['properties']
     assert set(read_params) == {'handle', 'offset', 'limit', 'from_end', 'pattern', 'unit', 'path'}
@@ -362,7 +362,7 @@ async def test_tool_definitions_as_the_model_sees_them() -> None:
         )
         for t in (read, grep)
     )
-    assert cost <= 388, cost
+    assert cost <= 379, cost
     assert grep.parameters_json_schema['required'] == ['pattern']
 
 

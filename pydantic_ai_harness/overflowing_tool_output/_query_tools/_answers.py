@@ -13,6 +13,7 @@ from .._search._query import Line
 from ._names import offered_names
 
 __all__ = (
+    'AROUND_LIMIT',
     'DEFAULT_LIMIT',
     'FRAME_RESERVE',
     'QueryLimits',
@@ -34,6 +35,10 @@ FRAME_RESERVE = 600
 
 DEFAULT_LIMIT = 200
 """`read_tool_result`'s default `limit`: a paging hint repeats any other limit the model chose."""
+
+AROUND_LIMIT = 12
+"""The lines a read suggested around a match asks for: the few leading to it and a few after. A dozen answer what a
+match raises; the default page of 200 costs a small model minutes to read."""
 
 
 @dataclass(frozen=True)

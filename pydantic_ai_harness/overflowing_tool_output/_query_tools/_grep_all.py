@@ -18,7 +18,7 @@ from pydantic_ai import ModelRetry
 from .._search._grep import GrepResult, grep_lines
 from .._search._matcher import Matcher
 from ..stores._protocol import OverflowStore
-from ._answers import FRAME_RESERVE, QueryLimits, counted, read_call, render_line, show
+from ._answers import AROUND_LIMIT, FRAME_RESERVE, QueryLimits, counted, read_call, render_line, show
 from ._grep_texts import hit_count, line_for_hit, window_caveat
 from ._grep_tool import check_grep_arguments
 from ._handles import KnownHandle, open_handle
@@ -110,8 +110,8 @@ async def grep_all_tool_results(
         )
     if not known:
         return (
-            'This conversation has no stored results to search yet: a tool output is stored (and gets a handle) '
-            'only when it is too large to show.'
+            'Nothing is stored yet, so there is nothing to search. First call the tool that produces the output you '
+            'need; an output too large to show is stored then, and its preview names the handle.'
         )
     first = max(offset, 1)
     if first > len(known):
@@ -160,7 +160,7 @@ async def grep_all_tool_results(
     if search.first is not None:
         handle, line = search.first
         footer.append(
-            f'Read around a match with its handle and line: {read_call(handle, offset=max(1, line - _LINES_BEFORE))}; '
+            f'Read around a match with its handle and line: {read_call(handle, offset=max(1, line - _LINES_BEFORE), limit=AROUND_LIMIT)}; '
             f'one result with context: {_grep_call(pattern, is_regex, handle)}.'
         )
     if search.matches > search.shown:

@@ -18,7 +18,17 @@ from .._search._grep_bytes import grep_bytes
 from .._search._matcher import Matcher, PatternError
 from .._search._query import Payload, hex_dump, line_of_offset, line_start, read_lines
 from ..stores._protocol import OverflowStore
-from ._answers import FRAME_RESERVE, QueryLimits, check_pattern, counted, read_call, render_line, show, storage_error
+from ._answers import (
+    AROUND_LIMIT,
+    FRAME_RESERVE,
+    QueryLimits,
+    check_pattern,
+    counted,
+    read_call,
+    render_line,
+    show,
+    storage_error,
+)
 from ._grep_texts import hit_count, incomplete, line_for_hit, searched_scope, window_caveat
 from ._handles import open_handle
 from ._names import offered_names
@@ -379,4 +389,4 @@ def _group_label(hits: list[Hit]) -> str:
         where = f'{len(hits)} matches at lines {lines[0]}-{lines[-1]}'
     if hits[0].in_long_line:
         return f'-- {where} --'  # its rows say which bytes of the result they show: lines are no unit to read it by
-    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}) --'
+    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}, limit={AROUND_LIMIT}) --'

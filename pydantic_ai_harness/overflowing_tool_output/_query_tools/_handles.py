@@ -175,8 +175,8 @@ def unknown_handle_answer(shown: str, known: Sequence[KnownHandle], *, ambiguous
         if not known:
             return (
                 f"{opening} A handle is the exact string shown after 'handle' in a stored tool result's preview; "
-                'copy it exactly. Stored results can also be cleaned up after a while: if so, call the original tool '
-                'again.'
+                'copy it exactly. If nothing was stored yet, or it was cleaned up since, call the tool that produces '
+                'the output: one too large to show is stored, and its preview names the handle.'
             )
         more = f' (the newest {len(listed)} of {len(known)})' if len(known) > len(listed) else ''
         lines = [f'{opening} Stored results of this conversation{more}, newest first:']

@@ -42,15 +42,15 @@ Route = Callable[[RunContext[Any], str], OverflowStore]
 """Picks the store a handle is read from in a run."""
 
 _READ_DOC = (
-    "Read a stored tool output. offset: first line shown, from 1 (from_end: counted back; unit='bytes': first byte); "
-    "pattern keeps lines containing it; path queries JSON ($.data[?@.status=='stuck'].id)."
+    "Read a stored tool output. offset: first line, from 1 (from_end: counted back; unit='bytes': first byte); "
+    "pattern keeps matching lines; path queries JSON ($.data[?@.status=='stuck'].id)."
 )
 """The clamps (`QueryLimits`) are left out: an answer that was clamped says so, which costs nothing until then."""
 
 _GREP_DOC = (
-    'Find lines in a stored tool output, with context and their total. '
-    "Literal unless is_regex (RE2: '(?i)error|fail'); offset/start: first line/byte searched. "
-    'No handle: searches every stored output of this conversation, newest first (offset: first output).'
+    'Find lines holding pattern in stored tool outputs (a preview names each handle), with context. Literal unless '
+    'is_regex (RE2); offset/start: first line/byte searched. No handle: every stored output, newest first (offset: '
+    'first output).'
 )
 
 _RUN: ContextVar[RunContext[Any] | None] = ContextVar('overflowing_tool_output_query_run', default=None)
