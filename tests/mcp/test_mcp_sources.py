@@ -145,7 +145,7 @@ async def test_a_text_and_image_content_list_keeps_both_losslessly(
     assert not any('holds files (images, documents)' in str(w.message) for w in caught)
     assert isinstance(part.metadata, dict) and part.metadata['overflow_action'] == 'spill'
     (record,) = part.metadata[IMAGES_KEY]
-    assert record['bytes'] == len(PNG) and 'not an image Pillow can read' in str(part.content)
+    assert record['bytes'] == len(PNG) and 'not an image: its bytes are in no format Pillow reads' in str(part.content)
     store = LocalFileStore(base_dir=tmp_path / 'store')
     assert await store.read(record['handle']) == PNG
 
@@ -169,7 +169,7 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
     # Declared image/png but not an image Pillow can read: the image band stores it byte for byte and names it.
     assert isinstance(spilled.metadata, dict)
     (record,) = spilled.metadata[IMAGES_KEY]
-    assert record['bytes'] == len(PNG * 4) and 'not an image Pillow can read' in str(spilled.content)
+    assert record['bytes'] == len(PNG * 4) and 'not an image: its bytes are in no format Pillow reads' in str(spilled.content)
     handle = record['handle']
     full = (tmp_path / 'store' / '.aliases' / handle).read_text()  # the short handle's full form
     assert (tmp_path / 'store' / f'{full}.out').read_bytes() == PNG * 4
