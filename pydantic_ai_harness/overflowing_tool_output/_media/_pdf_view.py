@@ -2,14 +2,14 @@
 
 PDFium cannot be interrupted inside a page (forms that draw each other ten times per level make a 2 KB page take
 minutes), so a render that is not done within `RENDER_SECONDS` is left to finish in its thread while the run goes
-on, and the model is told the page is too complex; renders take turns (PDFium is not thread-safe), so a page still
-rendering makes the next request wait at most `RENDER_SECONDS` too.
+on, and the model is told the page is too complex. Renders take turns (PDFium is not thread-safe): a view waiting
+for one still going (given up on, or another call's) waits half of `RENDER_SECONDS` at most, then is told to try
+again.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from functools import partial
 
 import anyio
@@ -29,8 +29,8 @@ _PDFIUM = threading.Lock()
 """Held by the thread rendering a page: PDFium is not thread-safe, and a render given up on still holds it."""
 
 
-class _OutOfTime(Exception):
-    """The render lock did not come free before the deadline."""
+class _Busy(Exception):
+    """The render lock did not come free in time: another render is still going."""
 
 
 async def page_image(data: bytes, handle: str, page: int, long_edge: int) -> tuple[bytes, str]:
@@ -43,7 +43,7 @@ async def page_image(data: bytes, handle: str, page: int, long_edge: int) -> tup
         return data, ''
     number = max(page, 1)
     seconds = RENDER_SECONDS
-    render = partial(_render_in_turn, data, number, long_edge * RENDER_SCALE, time.monotonic() + seconds)
+    render = partial(_render_in_turn, data, number, long_edge * RENDER_SCALE, seconds / 2)
     rendered: bytes | None = None
     try:
         with anyio.move_on_after(seconds):
@@ -55,8 +55,11 @@ async def page_image(data: bytes, handle: str, page: int, long_edge: int) -> tup
         )
     except ValueError as exc:
         return data, f"The PDF '{handle}' cannot be shown: {str(exc).rstrip('.')}."
-    except _OutOfTime:
-        rendered = None
+    except _Busy:
+        return data, (
+            f"Page {number} of the PDF '{handle}' cannot be rendered right now: another page is still rendering. "
+            'Try again in a few seconds.'
+        )
     if rendered is None:
         return data, (
             f"Page {number} of the PDF '{handle}' is too complex to render in time ({seconds:g} s). Its text is in "
@@ -65,13 +68,11 @@ async def page_image(data: bytes, handle: str, page: int, long_edge: int) -> tup
     return rendered, ''
 
 
-def _render_in_turn(data: bytes, number: int, long_edge: int, deadline: float) -> bytes:
-    """`render_page` once no other render runs, unless the deadline passes first."""
-    if not _PDFIUM.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
-        raise _OutOfTime
+def _render_in_turn(data: bytes, number: int, long_edge: int, wait: float) -> bytes:
+    """`render_page` once no other render runs, after `wait` seconds at most."""
+    if not _PDFIUM.acquire(timeout=wait):
+        raise _Busy
     try:
-        if time.monotonic() > deadline:
-            raise _OutOfTime
         return render_page(data, number, long_edge=long_edge)
     finally:
         _PDFIUM.release()

@@ -190,14 +190,16 @@ async def test_a_page_too_complex_to_render_in_time_is_answered_and_the_run_goes
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 2 KB page whose forms draw each other renders for seconds (minutes a level deeper): past the render budget
-    the model is told, and pointed at the page's text; the render left behind does not hold the run."""
+    the model is told, and pointed at the page's text; the render left behind does not hold the run, and a view
+    behind it is told to try again."""
     monkeypatch.setattr(_pdf_view, 'RENDER_SECONDS', 0.2)
     pdf = _forms_drawing_forms(3)
 
     def queries(handles: dict[str, str]) -> list[Call]:
         found = re.search(r"saved unchanged as handle '([^']+)'", script.shown[0])
         assert found is not None
-        return [('view_tool_result_image', {'handle': found.group(1), 'page': 1})]
+        view: Call = ('view_tool_result_image', {'handle': found.group(1), 'page': 1})
+        return [view, view]  # the second while the first render, given up on, still runs
 
     store = LocalFileStore(base_dir=tmp_path)
     script = Script([('report', {})], queries)
@@ -206,10 +208,13 @@ async def test_a_page_too_complex_to_render_in_time_is_answered_and_the_run_goes
     )
     agent.tool_plain(name='report')(lambda: BinaryContent(pdf, media_type='application/pdf'))
     await agent.run('Show page 1', run_id=RUN_ID)
-    assert script.shown[-1] == snapshot(
-        "Page 1 of the PDF '7217zk37ff' is too complex to render in time (0.2 s). Its text is in the PDF's text, after the line starting `=== page 1/`."
+    assert script.shown[1:] == snapshot(
+        [
+            "Page 1 of the PDF '7217zk37ff' is too complex to render in time (0.2 s). Its text is in the PDF's text, after the line starting `=== page 1/`.",
+            "Page 1 of the PDF '7217zk37ff' cannot be rendered right now: another page is still rendering. Try again in a few seconds.",
+        ]
     )
-    assert script.files[-1] == []
+    assert script.files[1:] == [[], []]
 
 
 async def test_text_extraction_of_a_tiny_hostile_page_stops_within_its_budget(tmp_path: Path) -> None:
