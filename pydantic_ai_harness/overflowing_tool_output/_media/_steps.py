@@ -156,7 +156,9 @@ async def media_step(
     keep_text = secret_check(withholding)
     if rendered.kind not in ('text', 'structured'):
         return None, ''
-    large = rendered.size_chars > OFF_LOOP_BYTES  # a structured value's text is built by the scan, off the loop
+    # A structured value's text is built by the scan, off the loop; with redaction on, a blob's secret check may
+    # read a PDF's text (seconds), so the scan is never run on the loop then.
+    large = rendered.size_chars > OFF_LOOP_BYTES or keep_text is not None
     text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
     if not blobs:
         return None, ''
