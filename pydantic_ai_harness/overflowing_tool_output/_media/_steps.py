@@ -226,7 +226,14 @@ async def _keep_original(unit: ActionContext, withholding: SecretWithholding, da
 
 def withheld_pdf_header(tool_name: str, digest: PdfDigest, *, nbytes: int, withheld: bool) -> str:
     """The line in front of a PDF's masked text when the file itself is withheld from the model."""
-    why = 'its text held secrets, masked below' if withheld else 'not all of its text could be checked for secrets'
+    unchecked = digest.stopped or (f'{digest.missing} is not installed' if digest.missing else digest.error)
+    if not unchecked and digest.unreadable:
+        unchecked = f'the text of {digest.unreadable} could not be read'
+    why = (
+        'its text held secrets, masked below'
+        if withheld
+        else f'not all of its text could be checked for secrets ({unchecked})'
+    )
     pages = digest.pages
     count = '' if pages is None else (': 1 page' if pages == 1 else f': {pages} pages')
     follows = (

@@ -29,7 +29,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
     Spill,
 )
 from pydantic_ai_harness.overflowing_tool_output._media import _pdf_view
-from pydantic_ai_harness.overflowing_tool_output._media._pdf import is_pdf, text_seconds
+from pydantic_ai_harness.overflowing_tool_output._media._pdf import is_pdf, read_pdf, text_seconds
 from pydantic_ai_harness.overflowing_tool_output._media._pdf_view import page_image
 
 from .._scripted_queries import RUN_ID, Call
@@ -99,6 +99,42 @@ async def test_a_secret_in_a_pdfs_text_is_masked_and_the_file_is_not_stored(comp
     assert pdf in kept  # the operator's copy, byte for byte
 
 
+def _encrypted(pdf: bytes) -> bytes:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    writer.encrypt(user_password='s3cret', algorithm='AES-128')
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+_UNCHECKED = {
+    'encrypted with a password': lambda: _encrypted(_deploy_notes()),
+    'text extraction out of time': lambda: _forms_drawing_forms(3, pages=10),
+}
+
+
+@pytest.mark.parametrize('name', list(_UNCHECKED))
+async def test_a_pdf_whose_text_cannot_all_be_checked_is_not_stored_with_redaction_on(
+    name: str, tmp_path: Path
+) -> None:
+    """Redaction on, and a page's text not read: it could hold a secret, so the file is kept from the model too."""
+    pdf = _UNCHECKED[name]()
+    script = await _run(BinaryContent(pdf, media_type='application/pdf'), tmp_path)
+    (shown,) = script.shown
+    # Whether page 1 was read before the time was up depends on the machine: its text, and where it stopped, left out.
+    first = re.sub(r', within page \d+|, each page starting with the line `[^`]+`', '', shown.split('\n', 1)[0])
+    assert (
+        re.sub(r'\([\d.]+ KB\)', '(N KB)', first)
+        == snapshot(
+            {
+                'encrypted with a password': '[`report` returned a PDF (N KB); not all of its text could be checked for secrets (it is encrypted with a password). The file is not kept where you can read it, so its pages cannot be shown as images.]',
+                'text extraction out of time': '[`report` returned a PDF (N KB): 10 pages; not all of its text could be checked for secrets (text extraction stopped after 2 s). The file is not kept where you can read it, so its pages cannot be shown as images.]',
+            }
+        )[name]
+    )
+    assert pdf not in [path.read_bytes() for path in (tmp_path / 'model').rglob('*') if path.is_file()]
+
+
 async def test_a_clean_pdf_with_redaction_on_is_stored_and_its_pages_viewable(tmp_path: Path) -> None:
     pdf = pdf_with_pages([['Invoice 2026-114', 'Total: 1,250.00 EUR'], ['Paid on 2026-05-02']])
     script = await _run(pdf, tmp_path)
@@ -157,23 +193,25 @@ def _form(body: bytes, resources: bytes) -> bytes:
     )
 
 
-def _forms_drawing_forms(depth: int, fan: int = 10) -> bytes:
-    """One page drawing form 0 `fan` times, form i drawing form i+1 `fan` times, the last one a line and a letter:
-    `fan ** (depth + 1)` leaves from a file of about 2 KB (a "billion laughs" of form XObjects)."""
+def _forms_drawing_forms(depth: int, fan: int = 10, *, pages: int = 1) -> bytes:
+    """`pages` pages each drawing form 0 `fan` times, form i drawing form i+1 `fan` times, the last one a line and a
+    letter: `fan ** (depth + 1)` leaves a page from a file of about 2 KB (a "billion laughs" of form XObjects)."""
     font = b'/Font << /F1 3 0 R >>'
+    first_page = 6 + depth + 1
+    kids = b' '.join(b'%d 0 R' % (first_page + page) for page in range(pages))
     objects = [
         b'<< /Type /Catalog /Pages 2 0 R >>',
-        b'<< /Type /Pages /Kids [4 0 R] /Count 1 >>',
+        b'<< /Type /Pages /Kids [%s] /Count %d >>' % (kids, pages),
         b'<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>',
-        b'<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s /XObject << /X 6 0 R >> >> '
-        b'/Contents 5 0 R >>' % font,
         b'<< /Length %d >>\nstream\n%s\nendstream' % (len(b'/X Do ' * fan), b'/X Do ' * fan),
+        b'<< /Font << /F1 3 0 R >> /XObject << /X 6 0 R >> >>',
     ]
     for level in range(depth + 1):
         if level < depth:
             objects.append(_form(b'/X Do ' * fan, font + b' /XObject << /X %d 0 R >>' % (7 + level)))
         else:
             objects.append(_form(b'BT /F1 11 Tf 50 700 Td (A) Tj ET 0 0 m 600 700 l S', font))
+    objects += [b'<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources 5 0 R /Contents 4 0 R >>'] * pages
     out = bytearray(b'%PDF-1.4\n')
     offsets: list[int] = []
     for number, body in enumerate(objects, 1):
@@ -217,15 +255,16 @@ async def test_a_page_too_complex_to_render_in_time_is_answered_and_the_run_goes
     assert script.files[1:] == [[], []]
 
 
-async def test_text_extraction_of_a_tiny_hostile_page_stops_within_its_budget(tmp_path: Path) -> None:
-    """A million form leaves on one page of a 2 KB file: extraction stops inside the page at 2 s (2 s plus 1 s per
-    MB), and the header says so."""
-    pdf = _forms_drawing_forms(5)
+async def test_text_extraction_of_a_tiny_hostile_file_stops_within_its_budget(tmp_path: Path) -> None:
+    """Ten pages of a 2 KB file whose forms draw each other (pypdf spends over a second on each): extraction stops
+    at 2 s (2 s plus 1 s per MB), inside a page if need be, and the header says so."""
+    pdf = _forms_drawing_forms(3, pages=10)
     script = await _run(BinaryContent(pdf, media_type='application/pdf'), tmp_path, redact=None)
     (shown,) = script.shown
-    assert re.sub(r'\([\d.]+ KB\)', '(2 KB)', shown) == snapshot(
-        "[`report` returned a PDF (2 KB), saved unchanged as handle '7217zk37ff': 1 page, no text read (text extraction stopped after 2 s, within page 1); view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]\n"
-    )
+    header = shown.split('\n', 1)[0]
+    # Whether page 1 was read before the 2 s were up depends on the machine; the stop does not.
+    assert re.search(r': 10 pages.* \(text extraction stopped after 2 s(, within page \d+)?\)', header), header
+    assert read_pdf(pdf, seconds=0.2).stopped == snapshot('text extraction stopped after 0.2 s, within page 1')
     assert [text_seconds(size) for size in (2_000, 5 * 1024 * 1024, 100 * 1024 * 1024)] == snapshot([2.0, 7.0, 30.0])
 
 
