@@ -54,7 +54,6 @@ from ._events import (
 )
 from ._media import is_view_tool
 from ._media._hooks import ImageHooks
-from ._media._steps import secret_check
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
 from ._redaction._secrets import SecretRedaction
@@ -213,7 +212,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
             self.workspace,
             self._write,
             SummaryRun(self._summarize_actions, self.summary_prompt, self._summarize_durably),
-            keep_blob_text=secret_check(self._withholding),
+            withholding=self._withholding,
         )
         self._requests = RequestSide(
             self._loop,

@@ -20,6 +20,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_
 from .._events import report, warn
 from .._media._steps import MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
+from .._redaction._withhold import SecretWithholding
 from .._rendering._render import Rendered, measure, render_content, render_value
 from .._rendering._text_wrapper import render_return, wrapped_text
 from ..stores import OverflowStore
@@ -107,9 +108,9 @@ class BandLoop:
     summaries: SummaryRun
     """What a `Summarize` needs from the capability: its prompt, durable operation and per-run locks."""
 
-    keep_blob_text: Callable[[bytes], bool] | None = None
-    """Whether a base64 blob that decodes to text stays in place (secret redaction's check: a secret it encodes is
-    never moved where the redaction cannot see it)."""
+    withholding: SecretWithholding | None = None
+    """Secret redaction, when on: a base64 blob holding a secret stays in place, encoded; a PDF's text is masked and
+    a file whose text held one is not stored where the model reads."""
 
     def _writer(self, ctx: RunContext[Any]) -> Writer:
         write = self.write
@@ -217,7 +218,7 @@ class BandLoop:
             failure=failure,
         )
         if media and _stores(band):
-            step, reason = await media_step(action_unit, timeout=_step_timeout(band), keep_text=self.keep_blob_text)
+            step, reason = await media_step(action_unit, timeout=_step_timeout(band), withholding=self.withholding)
             if reason:
                 warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')
             if step is not None:
@@ -274,7 +275,7 @@ class BandLoop:
         body = step.rendered.text if step.rendered is not None else ''
         reduced = Reduced(
             step.header + body,
-            'spill',
+            'spill' if step.handle is not None else 'render',
             step.handle,
             step.nbytes,
             size_before=size_before or measured,

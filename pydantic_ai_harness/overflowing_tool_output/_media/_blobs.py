@@ -12,6 +12,9 @@ What counts as a blob, so base64-looking text that is not one stays exactly as i
   that decodes strictly to binary data of a known format, or uses most of the alphabet as compressed data does (a
   repeated pattern does not). Base64 of text stays: it may hold a secret the redaction cannot see while encoded.
 
+With secret redaction on, every decoded blob, binary or text, is checked (`keep_text`); one that may hold a secret
+stays where it was, encoded.
+
 Every step is linear in the text: runs are found by a regex that cannot start inside a run (a lookbehind), data
 URL headers by `str.find` and a bounded match, so attacker text costs one pass whatever it holds.
 """
@@ -94,8 +97,8 @@ class Blob:
 def find_blobs(text: str, *, keep_text: Callable[[bytes], bool] | None = None) -> list[Blob]:
     """The base64 blobs of `text`, in order, at most `MAX_BLOBS` (see the module docstring for what counts).
 
-    `keep_text(decoded)` is asked about a data URL whose bytes are text; `True` leaves it in place (the capability
-    passes its secret check here, so a secret encoded in a data URL is never moved where redaction cannot see it).
+    `keep_text(decoded)` is asked about every blob; `True` leaves it in place (the capability passes its secret check
+    here, so a secret encoded in a blob, text or binary, is never moved where a hex dump or a page render shows it).
     """
     blobs: list[Blob] = []
     for blob in _candidates(text, keep_text):
@@ -108,7 +111,7 @@ def find_blobs(text: str, *, keep_text: Callable[[bytes], bool] | None = None) -
 def _candidates(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator[Blob]:
     """Data URLs and bare runs merged in text order (a run inside a data URL is its payload, not a second blob)."""
     urls = _data_urls(text, keep_text)
-    runs = _bare_runs(text)
+    runs = _bare_runs(text, keep_text)
     url = next(urls, None)
     run = next(runs, None)
     while url is not None or run is not None:
@@ -135,12 +138,12 @@ def _data_urls(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator
             size = end - header.end()
             if size >= DATA_URL_MIN_CHARS and _at_boundary(text, end):
                 data = _decode(text[header.end() : end], url_safe=False)
-                if data is not None and not (keep_text is not None and not _is_binary(data) and keep_text(data)):
+                if data is not None and not (keep_text is not None and keep_text(data)):
                     yield Blob(position, end, header.group(1).lower(), data, data_url=True)
         position = text.find('data:', resume)
 
 
-def _bare_runs(text: str) -> Iterator[Blob]:
+def _bare_runs(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator[Blob]:
     for match in _runs(text):
         run = match.group()
         body = run.rstrip('=')
@@ -156,6 +159,8 @@ def _bare_runs(text: str) -> Iterator[Blob]:
         kind = binary_format(data[:16])
         if kind is None and len(set(run[:_VARIETY_SAMPLE])) < _MIN_VARIETY:
             continue  # a pattern repeated (a test token, padding), not the encoding of a file
+        if keep_text is not None and keep_text(data):
+            continue  # it may hold a secret: left encoded, where the redaction saw it
         yield Blob(match.start(), match.end(), kind[1] if kind else 'application/octet-stream', data, data_url=False)
 
 

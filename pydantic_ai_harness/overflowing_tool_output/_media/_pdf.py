@@ -2,8 +2,10 @@
 
 Pure logic over the file's bytes, run by the band loop in a worker thread. The work is bounded whatever the file
 holds: pypdf caps every decompressed stream (75 MB), and here the pages read (`MAX_TEXT_PAGES`), the text kept
-(`MAX_TEXT_CHARS`) and the time spent (`TEXT_SECONDS`) are capped too, so a hostile file (a million pages, a page
-tree that loops, a stream that inflates to gigabytes) costs seconds at most and says where it stopped.
+(`MAX_TEXT_CHARS`) and the time spent (`text_seconds`: 2 s plus 1 s per MB, checked before every content-stream
+operator, form XObjects included) are capped too, so a hostile file (a million pages, a page tree that loops, a
+stream that inflates to gigabytes, forms that draw each other a billion times) costs seconds at most and says where
+it stopped.
 
 pypdf (pure Python, every platform) reads the structure and text; pypdfium2 (Chrome's PDFium, binary wheels for
 Linux, macOS and Windows) renders a page. Both come with the `media` extra; without them a PDF is still stored
@@ -32,6 +34,7 @@ __all__ = (
     'page_line_template',
     'read_pdf',
     'render_page',
+    'text_seconds',
 )
 
 MAX_TEXT_PAGES = 5_000
@@ -41,7 +44,13 @@ MAX_TEXT_CHARS = 16 * 1024 * 1024
 """Characters of text kept from one file, at most."""
 
 TEXT_SECONDS = 30.0
-"""Seconds of text extraction per file, at most: a page started before this finishes, later pages are not read."""
+"""Seconds of text extraction per file, at most, however large the file (see `text_seconds`)."""
+
+TEXT_BASE_SECONDS = 2.0
+"""Seconds of text extraction any file gets, before the allowance per MB."""
+
+TEXT_SECONDS_PER_MB = 1.0
+"""Seconds of text extraction per MB of file, on top of `TEXT_BASE_SECONDS`."""
 
 PAGE_LONG_EDGE = 1568
 """The long edge, in pixels, a page is rendered at: what Claude reads without scaling down; fits every provider."""
@@ -95,11 +104,27 @@ def page_line_template(pages: int) -> str:
     return f'=== page N/{pages} ==='
 
 
+def text_seconds(nbytes: int) -> float:
+    """The text extraction budget of a file of `nbytes`: proportional to its size, never above `TEXT_SECONDS`."""
+    return min(round(TEXT_BASE_SECONDS + TEXT_SECONDS_PER_MB * nbytes / (1024 * 1024), 1), TEXT_SECONDS)
+
+
+_LEADING = b' \t\r\n\f\x00'
+_BOM = b'\xef\xbb\xbf'
+
+
 def is_pdf(data: bytes, media_type: str | None) -> bool:
-    """Whether `data` is a PDF: declared so, or starting with the PDF signature (within the first 1 KB, as readers
-    accept).
+    """Whether `data` is a PDF: declared so, or starting with the PDF signature (after white space or a UTF-8 BOM
+    only, as files in the wild may have; an image or text merely holding `%PDF-` is not one).
     """
-    return media_type == 'application/pdf' or b'%PDF-' in data[:1024]
+    if media_type == 'application/pdf':
+        return True
+    head = data[:1024].lstrip(_LEADING)
+    return head.removeprefix(_BOM).lstrip(_LEADING).startswith(b'%PDF-')
+
+
+class _OutOfTime(Exception):
+    """Raised from the text extraction's operator visitor once the budget is spent."""
 
 
 def read_pdf(
@@ -107,9 +132,13 @@ def read_pdf(
     *,
     max_pages: int = MAX_TEXT_PAGES,
     max_chars: int = MAX_TEXT_CHARS,
-    seconds: float = TEXT_SECONDS,
+    seconds: float | None = None,
 ) -> PdfDigest:
-    """The page count and per-page text of `data`, within the bounds given. Never raises."""
+    """The page count and per-page text of `data`, within the bounds given (`seconds`: `text_seconds` of its size).
+    Never raises.
+    """
+    if seconds is None:
+        seconds = text_seconds(len(data))
     try:
         from pypdf import PdfReader
     except ImportError:
@@ -131,6 +160,13 @@ def read_pdf(
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile file must not end the run
         return PdfDigest(error=f'it could not be parsed ({type(exc).__name__}: {_short(exc)})')
     deadline = time.monotonic() + seconds
+    stopped = f'text extraction stopped after {seconds:g} s'
+
+    def check_time(*_: object) -> None:
+        # Called before every operator, in nested forms too: one page of a tiny file cannot run unbounded.
+        if time.monotonic() > deadline:
+            raise _OutOfTime
+
     chars = 0
     for index in range(digest.pages):
         hand_over()
@@ -138,10 +174,13 @@ def read_pdf(
             digest.stopped = f'text is read from the first {max_pages:,} pages only'
             break
         if time.monotonic() > deadline:
-            digest.stopped = f'text extraction stopped after {seconds:g} s'
+            digest.stopped = stopped
             break
         try:
-            text = reader.pages[index].extract_text() or ''
+            text = reader.pages[index].extract_text(visitor_operand_before=check_time) or ''
+        except _OutOfTime:
+            digest.stopped = f'{stopped}, within page {index + 1}'
+            break
         except Exception:  # noqa: BLE001 - one bad page leaves the others readable
             digest.unreadable += 1
             text = ''

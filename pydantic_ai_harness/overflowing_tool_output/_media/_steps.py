@@ -1,7 +1,9 @@
 """The media step of the band loop: a unit over its band that is a PDF, or holds base64 blobs, is taken apart first.
 
 - A PDF: the file is stored unchanged; what goes on through the band's action is its text, page by page (a log
-  whose page `N` starts with the line `=== page N/<pages> ===`), behind a line saying what the file was.
+  whose page `N` starts with the line `=== page N/<pages> ===`), behind a line saying what the file was. With
+  secret redaction on, the text is masked, and a file whose text held a secret (or could not all be read, so
+  could hold one) is not stored where the model reads: neither the query tools nor the view tool can show it.
 - A text or JSON value holding base64 blobs (data URLs, long base64 runs): each blob is stored as the bytes it
   encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob.
 
@@ -15,11 +17,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+import anyio
 from pydantic_ai.messages import ToolReturn
 
 from ..._gil import hand_over
 from ..._typing import is_list, is_mapping
 from .._actions._unit import ActionContext, Reduced
+from .._events import warn
 from .._offload import OFF_LOOP_BYTES, off_loop
 from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
@@ -42,8 +46,8 @@ class MediaStep:
     header: str
     """The line in front of what the model sees: what the unit held, and the handle of its unchanged original."""
 
-    handle: str
-    """Where the original is stored, byte for byte."""
+    handle: str | None
+    """Where the original is stored, byte for byte; `None`: it is not stored where the model reads (a secret)."""
 
     nbytes: int
     """Bytes of the original."""
@@ -83,32 +87,78 @@ def _record(handle: str, key: str, data: bytes, media_type: str) -> dict[str, An
 
 
 def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], bool] | None:
-    """With secret redaction on: whether a blob's decoded text holds a secret (it then stays where it was, encoded,
-    and is never stored where the model could read it decoded).
+    """With secret redaction on: whether a blob's decoded bytes may hold a secret (it then stays where it was,
+    encoded, and is never stored where the model could read it decoded).
+
+    Every blob is checked, binary or not: its bytes read as Latin-1 (one character per byte, so a token between
+    NULs or inside a zip's stored entry is found as the hex dump of the query tools would spell it), and a PDF's
+    text as well (its streams are compressed; its pages could be rendered).
     """
     if withholding is None:
         return None
     mask = withholding.mask_text
 
     def holds_secret(data: bytes) -> bool:
-        return bool(mask(data.decode('utf-8', 'replace'))[1])
+        if mask(data.decode('latin-1'))[1]:
+            return True
+        if not is_pdf(data, None):
+            return False
+        masked = _masked_pdf(mask, read_pdf(data))
+        return masked.withheld or not masked.checked
 
     return holds_secret
 
 
+@dataclass(frozen=True)
+class _MaskedPdf:
+    """A PDF's text log with its secrets masked."""
+
+    log: str
+    """The text log, masked."""
+
+    withheld: bool
+    """Whether a secret was masked."""
+
+    checked: bool
+    """Whether all of its text was read (else a page not read could hold a secret)."""
+
+
+def _masked_pdf(mask: Callable[[str], tuple[str, dict[str, int]]], digest: PdfDigest) -> _MaskedPdf:
+    log = digest.text_log() if digest.pages is not None else ''
+    masked, found = mask(log)
+    checked = digest.pages is not None and not digest.stopped and not digest.unreadable
+    return _MaskedPdf(masked, bool(found), checked)
+
+
+def _read_masked(data: bytes, mask: Callable[[str], tuple[str, dict[str, int]]] | None) -> tuple[PdfDigest, _MaskedPdf]:
+    """`read_pdf`, then (with redaction on) its text masked, and its raw bytes checked too (text in an
+    uncompressed stream is readable in the stored file): in one worker-thread call.
+    """
+    digest = read_pdf(data)
+    if mask is None:
+        return digest, _MaskedPdf(digest.text_log() if digest.pages is not None else '', False, True)
+    masked = _masked_pdf(mask, digest)
+    if not masked.withheld and mask(data.decode('latin-1'))[1]:
+        masked = replace(masked, withheld=True)
+    return digest, masked
+
+
 async def media_step(
-    unit: ActionContext, *, timeout: float, keep_text: Callable[[bytes], bool] | None
+    unit: ActionContext, *, timeout: float, withholding: SecretWithholding | None
 ) -> tuple[MediaStep | None, str]:
     """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob."""
     rendered = unit.rendered
     if rendered.data is not None:
         if is_pdf(rendered.data, rendered.media_type) and not unit.run.in_durable_context:
             # Workflow code (Temporal, DBOS) must not parse a file in place for seconds: it is spilled as bytes.
-            return await _document(unit, rendered.data, timeout)
+            return await _document(unit, rendered.data, timeout, withholding)
         return None, ''
+    keep_text = secret_check(withholding)
     if rendered.kind not in ('text', 'structured'):
         return None, ''
-    large = rendered.size_chars > OFF_LOOP_BYTES  # a structured value's text is built by the scan, off the loop
+    # A structured value's text is built by the scan, off the loop; with redaction on, a blob's secret check may
+    # read a PDF's text (seconds), so the scan is never run on the loop then.
+    large = rendered.size_chars > OFF_LOOP_BYTES or keep_text is not None
     text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
     if not blobs:
         return None, ''
@@ -141,16 +191,60 @@ def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tupl
     return ''.join(texts), blobs
 
 
-async def _document(unit: ActionContext, data: bytes, timeout: float) -> tuple[MediaStep | None, str]:
+async def _document(
+    unit: ActionContext, data: bytes, timeout: float, withholding: SecretWithholding | None
+) -> tuple[MediaStep | None, str]:
+    mask = withholding.mask_text if withholding is not None else None
+    digest, masked = await off_loop(unit.run, partial(_read_masked, data, mask), large=True)
+    log = masked.log
+    rendered = Rendered('text', log) if log else None
+    if withholding is not None and (masked.withheld or not masked.checked):
+        # Stored where the model reads, the file would give the secret back (a page rendered, the raw stream read).
+        await _keep_original(unit, withholding, data, timeout)
+        header = withheld_pdf_header(unit.call.tool_name, digest, nbytes=len(data), withheld=masked.withheld)
+        return MediaStep(header, None, len(data), rendered), ''
     handle, reason = await unit.write(f'{unit.key}/original', data, timeout)
     if handle is None:
         return None, reason
-    digest = await off_loop(unit.run, partial(read_pdf, data), large=True)
     header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=can_render())
-    log = digest.text_log() if digest.pages is not None else ''
     viewable = digest.pages and can_render()
     record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if viewable else ()
-    return MediaStep(header, handle, len(data), Rendered('text', log) if log else None, record), ''
+    return MediaStep(header, handle, len(data), rendered, record), ''
+
+
+async def _keep_original(unit: ActionContext, withholding: SecretWithholding, data: bytes, timeout: float) -> None:
+    """The file, for the operator, in `redact_secrets.keep_original_in` when one is set (best effort, as for text)."""
+    kept_in = withholding.setting.keep_original_in
+    if kept_in is None:
+        return
+    try:
+        with anyio.fail_after(timeout):
+            await kept_in.write(f'{unit.key}/original', data)
+    except Exception as exc:  # noqa: BLE001 - keeping the original is best effort; withholding it is not
+        warn(f'The PDF returned by `{unit.call.tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}')
+
+
+def withheld_pdf_header(tool_name: str, digest: PdfDigest, *, nbytes: int, withheld: bool) -> str:
+    """The line in front of a PDF's masked text when the file itself is withheld from the model."""
+    unchecked = digest.stopped or (f'{digest.missing} is not installed' if digest.missing else digest.error)
+    if not unchecked and digest.unreadable:
+        unchecked = f'the text of {digest.unreadable} could not be read'
+    why = (
+        'its text held secrets, masked below'
+        if withheld
+        else f'not all of its text could be checked for secrets ({unchecked})'
+    )
+    pages = digest.pages
+    count = '' if pages is None else (': 1 page' if pages == 1 else f': {pages} pages')
+    follows = (
+        f', each page starting with the line `{page_line_template(pages)}`'
+        if pages is not None and any(digest.texts)
+        else ''
+    )
+    return (
+        f'[`{tool_name}` returned a PDF ({format_bytes(nbytes)}){count}; {why}{follows}. The file is not kept where '
+        'you can read it, so its pages cannot be shown as images.]\n'
+    )
 
 
 def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, pages_as_images: bool) -> str:
