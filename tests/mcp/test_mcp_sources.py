@@ -169,7 +169,9 @@ async def test_an_embedded_blob_is_spilled_verbatim(transport: str, http_url: st
     # Declared image/png but not an image Pillow can read: the image band stores it byte for byte and names it.
     assert isinstance(spilled.metadata, dict)
     (record,) = spilled.metadata[IMAGES_KEY]
-    assert record['bytes'] == len(PNG * 4) and 'not an image: its bytes are in no format Pillow reads' in str(spilled.content)
+    assert record['bytes'] == len(PNG * 4) and 'not an image: its bytes are in no format Pillow reads' in str(
+        spilled.content
+    )
     handle = record['handle']
     full = (tmp_path / 'store' / '.aliases' / handle).read_text()  # the short handle's full form
     assert (tmp_path / 'store' / f'{full}.out').read_bytes() == PNG * 4

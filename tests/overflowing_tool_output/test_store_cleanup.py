@@ -184,3 +184,37 @@ async def test_background_pruner_swallows_warnings_even_when_they_are_errors(tmp
     prune_in_background(store.root_path, timedelta(seconds=0))
     root.unlink()
     (tmp_path / 'moved').rename(root)
+
+
+async def test_a_replay_racing_a_ttl_prune_never_loses_the_payload(tmp_path: Path) -> None:
+    """A write of the same bytes again restarts the payload's age; a prune that read the old age just before must
+    not take it after (the prune reads the age again before it deletes; the writer checks the payload is still there
+    after it touched it, and publishes it again if not). Seen once in the docs example under load."""
+    from pydantic_ai_harness.overflowing_tool_output.stores._local_prune import prune_root
+
+    store = LocalFileStore(base_dir=tmp_path, cleanup_after=timedelta(hours=6))
+    stop = threading.Event()
+    prunes = 0
+
+    def prune_forever() -> None:
+        nonlocal prunes
+        while not stop.is_set():
+            prune_root(store.root_path, timedelta(hours=6), lambda message: None, wait_for_lock=True)
+            prunes += 1
+
+    pruner = threading.Thread(target=prune_forever)
+    pruner.start()
+    a_day_ago = time.time() - 86_400
+    try:
+        for round_ in range(1_000):
+            data = f'payload {round_}\n'.encode() * 10
+            handle = await store.write(f'run/call_{round_}/0', data)
+            full = await store.resolve(handle)
+            payload = Path(store.root_path).joinpath(*full.split('/')).with_suffix('.out')
+            os.utime(payload, (a_day_ago, a_day_ago))  # old: the pruner may take it from now on
+            assert await store.write(f'run/call_{round_}/0', data) == handle  # the replay
+            assert await store.read(handle) == data  # never lost to the prune racing the replay
+    finally:
+        stop.set()
+        pruner.join()
+    assert prunes > 0

@@ -272,7 +272,9 @@ class LocalFileStore:
                 root.close()
         raise AssertionError('unreachable')  # pragma: no cover
 
-    def _publish_payload(self, directory: Dir, handle: str, names: list[str], data: bytes) -> str:
+    def _publish_payload(
+        self, directory: Dir, handle: str, names: list[str], data: bytes, *, again: bool = False
+    ) -> str:
         """Publish `data` under the first candidate of `handle` that is free or holds the same bytes.
 
         The payload is written to a temp file once, then hard-linked to the candidate's name: a link never
@@ -304,12 +306,17 @@ class LocalFileStore:
                 else:  # pragma: no cover - the name kept appearing and vanishing under us
                     holds = 'different'
                 if holds == 'same':
-                    freshen(directory, name)
-                    return candidate
+                    if freshen(directory, name):
+                        return candidate
+                    if again:
+                        raise OSError(errno.ENOENT, 'the payload was pruned each time it was written again')
+                    break  # a TTL prune took it just before the touch: publish it again, as new
+            else:
+                raise _full()
         finally:
             if temp is not None:
                 remove_quietly(directory, temp)
-        raise _full()
+        return self._publish_payload(directory, handle, names, data, again=True)
 
     def _write_stream_sync(self, handle: str, pieces: Iterable[bytes]) -> StreamedPayload:
         names = _names(handle)
@@ -377,8 +384,13 @@ class LocalFileStore:
                 else:  # pragma: no cover - the name kept appearing and vanishing under us
                     holds = 'different'
                 if holds == 'same':
-                    freshen(directory, name)
-                    return StreamedPayload(candidate, index)
+                    if freshen(directory, name):
+                        return StreamedPayload(candidate, index)
+                    # A TTL prune took it just before the touch: publish ours in its place.
+                    publish_sidecar(directory, name, index, identity)
+                    if link_exclusive(directory, temp, target):
+                        return StreamedPayload(candidate, index)
+                    raise OSError(errno.ENOENT, 'the payload was pruned while it was written again')
         finally:
             remove_quietly(directory, temp)
         raise _full()

@@ -47,11 +47,12 @@ def publish_sidecar(directory: Dir, stem: str, index: LineIndex, identity: os.st
     publish(directory, stem + INDEX_SUFFIX, data, durable=False)
 
 
-def freshen(directory: Dir, stem: str) -> None:
-    """Make the stored payload `stem` count as written now (its TTL restarts), keeping its sidecar valid.
+def freshen(directory: Dir, stem: str) -> bool:
+    """Make the stored payload `stem` count as written now (its TTL restarts), keeping its sidecar valid; whether
+    the payload is still there after (a prune that took it as old just before may have removed it: write it again).
 
     A write of the same bytes again (a durable replay, a retry) must not leave a payload that a TTL prune takes
-    as old. Best effort: a file system that refuses it leaves the payload as it was.
+    as old. Best effort: a file system that refuses the touch leaves the payload as it was.
     """
     try:
         before = directory.lstat(stem + PAYLOAD_SUFFIX)
@@ -59,8 +60,17 @@ def freshen(directory: Dir, stem: str) -> None:
         directory.touch(stem + PAYLOAD_SUFFIX)
         if index is not None:
             publish_sidecar(directory, stem, index, directory.lstat(stem + PAYLOAD_SUFFIX))
+    except FileNotFoundError:
+        return False
     except OSError:
         pass
+    try:
+        directory.lstat(stem + PAYLOAD_SUFFIX)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 def line_index_of(root_path: str, fd: int, directory: Dir, names: list[str]) -> LineIndex:

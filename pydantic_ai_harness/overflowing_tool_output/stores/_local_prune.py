@@ -173,6 +173,8 @@ def _prune_file(
     if info.st_mtime >= cutoff or handle_for_names([*trail, stem]) is None:
         return 0  # young, or a file no handle names (the store never wrote it): left alone
     if name.endswith(PAYLOAD_SUFFIX):
+        if directory.lstat(name).st_mtime >= cutoff:
+            return 0  # written again (a replay restarts its age) since the walk read it: kept
         directory.unlink(name)
         try:
             directory.unlink(stem + INDEX_SUFFIX)
