@@ -200,7 +200,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
             raise TypeError(f'aging must be an Aging or None, got {type(self.aging).__name__}')
         if self.compaction is not None and not is_instance(self.compaction, LosslessCompaction):
             raise TypeError(f'compaction must be a LosslessCompaction or None, got {type(self.compaction).__name__}')
-        self._set_up_images(self._resolved_store, self.workspace, self._write)
+        self._set_up_images(self._resolved_store, self.workspace, self._write, self._withholding)
         self._summarize_actions = summarize_actions(self._band_lists())
         self._loop = BandLoop(
             self.bands_for,
@@ -213,6 +213,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
             self._write,
             SummaryRun(self._summarize_actions, self.summary_prompt, self._summarize_durably),
             withholding=self._withholding,
+            images=self.images,
         )
         self._requests = RequestSide(
             self._loop,

@@ -18,6 +18,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 
 from .._events import report, warn
+from .._media._setting import ImageBand
 from .._media._steps import MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
 from .._redaction._withhold import SecretWithholding
@@ -112,6 +113,10 @@ class BandLoop:
     """Secret redaction, when on: a base64 blob holding a secret stays in place, encoded; a PDF's text is masked and
     a file whose text held one is not stored where the model reads."""
 
+    images: ImageBand | None = None
+    """The image band: image blobs found in a return are shown to the model beside their markers (at tool execution
+    only: a request-time reduction keeps the markers alone)."""
+
     def _writer(self, ctx: RunContext[Any]) -> Writer:
         write = self.write
 
@@ -147,7 +152,9 @@ class BandLoop:
         )
         # Advice to call the tool again with narrower arguments only fits a tool that takes some.
         takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
-        new_value = await self.reduce_unit(ctx, call, bands, rendered_value, value, 'return_value', takes_arguments)
+        new_value = await self.reduce_unit(
+            ctx, call, bands, rendered_value, value, 'return_value', takes_arguments, show_images=True
+        )
         new_content = None
         if content is not None:
             rendered = render_content(content)
@@ -155,7 +162,9 @@ class BandLoop:
                 rendered = await off_loop(
                     ctx, partial(render_value, rendered.text, strip_ansi=True), large=large_text(rendered.text)
                 )
-            new_content = await self.reduce_unit(ctx, call, bands, rendered, content, 'content', takes_arguments)
+            new_content = await self.reduce_unit(
+                ctx, call, bands, rendered, content, 'content', takes_arguments, show_images=True
+            )
         if new_value is None and new_content is None:
             return result
         return with_stored_images(reassemble(envelope, value, content, new_value, new_content), new_value, new_content)
@@ -173,13 +182,14 @@ class BandLoop:
         *,
         failure: bool = False,
         media: bool = True,
+        show_images: bool = False,
     ) -> Reduced | None:
         """Pick the unit's band and run its action, falling back along `then` until one reduces it.
 
         `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
         otherwise the run's model's are read, if the bands need them. `failure`: the unit is a failure's message.
         `media`: a PDF or a text holding base64 blobs is taken apart first (`_media`); off for what that step hands
-        back.
+        back. `show_images`: image blobs are shown beside their markers (`Reduced.shown`, which the caller sends).
         """
         if not bands:
             return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
@@ -218,7 +228,10 @@ class BandLoop:
             failure=failure,
         )
         if media and _stores(band):
-            step, reason = await media_step(action_unit, timeout=_step_timeout(band), withholding=self.withholding)
+            images = self.images if show_images else None
+            step, reason = await media_step(
+                action_unit, timeout=_step_timeout(band), withholding=self.withholding, images=images
+            )
             if reason:
                 warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')
             if step is not None:
@@ -271,7 +284,7 @@ class BandLoop:
             else None
         )
         if inner is not None and isinstance(inner.value, str):
-            return replace(inner, value=step.header + inner.value, images=step.images)
+            return replace(inner, value=step.header + inner.value, images=step.images, shown=step.shown)
         body = step.rendered.text if step.rendered is not None else ''
         reduced = Reduced(
             step.header + body,
@@ -281,6 +294,7 @@ class BandLoop:
             size_before=size_before or measured,
             key=unit_key(ctx, call, unit),
             images=step.images,
+            shown=step.shown,
         )
         await report(ctx, call.tool_name, reduced_event(call, unit, reduced, ['Spill'], measured))
         return reduced

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
-from pydantic_ai.messages import ToolCallPart, ToolReturn, UserContent
+from pydantic_ai.messages import BinaryImage, ToolCallPart, ToolReturn, UserContent
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
@@ -68,6 +68,9 @@ class Reduced:
     images: tuple[dict[str, Any], ...] = ()
     """Images (and documents) stored apart from the unit (base64 blobs, a PDF), recorded as the image band records
     its originals, so the model can view them (`overflow_images` in the metadata)."""
+
+    shown: tuple[BinaryImage, ...] = ()
+    """Images shown to the model after `value` (image blobs found in it, fitted), in the order of its markers."""
 
 
 class Writer(Protocol):

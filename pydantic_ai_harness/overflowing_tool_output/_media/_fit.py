@@ -11,11 +11,11 @@ import importlib.util
 import io
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ._limits import ImageTarget
-from ._sniff import ImageInfo, sniff_image
+from ._sniff import ImageInfo, count_frames, sniff_image
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -28,6 +28,7 @@ __all__ = (
     'crop_image',
     'fit_image',
     'fits',
+    'fitted_or_as_is',
     'pillow_available',
     'read_info',
 )
@@ -118,6 +119,7 @@ def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -
         image_module = _pil()
         try:
             with image_module.open(io.BytesIO(data)) as image:  # lazy: reads the header only
+                orientation = _orientation(image)
                 declared = ImageInfo(_media_type(image.format), image.width, image.height, len(data))
         except Exception as exc:  # noqa: BLE001 - Pillow's errors (and its bomb check) name the problem
             if type(exc).__name__ == 'DecompressionBombError':
@@ -129,8 +131,14 @@ def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -
         if info is None or declared.pixels > info.pixels:
             media_type = info.media_type if info is not None else declared.media_type
             info = ImageInfo(media_type, declared.width, declared.height, len(data))
+        if orientation in _TURNED:  # shown turned a quarter: the displayed width is the stored height
+            info = replace(info, width=info.height, height=info.width)
+        info = replace(info, orientation=orientation)
     assert info is not None
     _check_pixels(info, max_decode_pixels)
+    frames, exact = count_frames(data)
+    if frames > 1:
+        info = replace(info, frames=frames, frames_exact=exact)
     if info.media_type == 'image/jpeg' and (scans := data.count(b'\xff\xda')) > MAX_JPEG_SCANS:
         raise ImageRefused(
             f'it is a JPEG of {scans:,} scans, each decoded in turn (a photo has about 10); more than {MAX_JPEG_SCANS} '
@@ -161,10 +169,21 @@ def _unreadable(exc: Exception) -> str:
     return f'not an image Pillow can read ({_plain(exc)})'
 
 
+def stills_only(target: ImageTarget) -> bool:
+    """Whether an animated image is sent as its first frame: OpenAI takes only non-animated GIFs, so an unknown
+    provider's target (which fits every provider at once) does too.
+    """
+    return any(row.provider == 'openai' for row in target.limits)
+
+
 def fits(info: ImageInfo, target: ImageTarget) -> bool:
-    """Whether the image can be sent as it is."""
+    """Whether the image can be sent as it is (an image shown turned or flipped, or animated where only stills are
+    taken, is not: its copy is upright, or its first frame).
+    """
     return (
-        info.media_type in target.media_types
+        info.orientation == 1
+        and (info.frames == 1 or not stills_only(target))
+        and info.media_type in target.media_types
         and max(info.width, info.height) <= target.long_edge
         and info.pixels <= target.max_pixels
         and info.nbytes <= target.max_bytes
@@ -191,30 +210,121 @@ def fit_image(data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
         PillowMissing: Pillow is not installed.
     """
     image_module = _pil()
-    width, height = fitted_size(info.width, info.height, target)
     try:
         with _DECODES, image_module.open(io.BytesIO(data)) as source:
+            # The EXIF orientation read from the file itself (a durable fit gets the stored size only).
+            orientation = _orientation(source)
+            turned = orientation in _TURNED
+            width, height = fitted_size(*_displayed(source.size, turned), target)
             if source.format == 'JPEG':
-                source.draft('RGB', (width, height))  # decode at 1/2, 1/4 or 1/8 scale when that is enough
+                # decode at 1/2, 1/4 or 1/8 scale when that is enough (in the stored orientation)
+                source.draft('RGB', (height, width) if turned else (width, height))
+            # Only the first frame of an animation is decoded (Pillow opens at frame 0).
             frame = _eight_bit(source).convert('RGBA' if _has_alpha(source) else 'RGB')
+            frame = _upright(frame, orientation)  # on the decoded, bounded frame
     except Exception as exc:  # noqa: BLE001
         raise ImageRefused(f'Pillow could not decode it ({_plain(exc)})') from None
-    return _encode_within(frame, (width, height), target, lossless=info.media_type in _LOSSLESS)
+    lossless = info.media_type in _LOSSLESS or info.frames > 1  # an animation's frame: sharp edges, few colours
+    return _encode_within(frame, (width, height), target, lossless=lossless)
+
+
+def fitted_or_as_is(data: bytes, max_decode_pixels: int, target: ImageTarget) -> tuple[ImageInfo, FittedImage] | None:
+    """The image's header and what the model is sent for it: itself when it fits `target`, else a fitted copy;
+    `None` when it cannot be sent (refused, or Pillow missing for an image that needs a copy).
+    """
+    try:
+        info = read_info(data, max_decode_pixels)
+        if fits(info, target):
+            return info, FittedImage(data, info.media_type, info.width, info.height)
+        return info, fit_image(data, info, target)
+    except (ImageRefused, PillowMissing):
+        return None
 
 
 def crop_image(
     data: bytes, info: ImageInfo, box: tuple[int, int, int, int], target: ImageTarget, *, lossless: bool
 ) -> FittedImage:
-    """The region `box` (left, top, right, bottom in the image's pixels) at the most detail that fits `target`."""
+    """The region `box` (left, top, right, bottom in the image's displayed pixels: upright, as the model was shown
+    it) at the most detail that fits `target`.
+    """
     image_module = _pil()
     try:
         with _DECODES, image_module.open(io.BytesIO(data)) as source:
-            region = _eight_bit(source.crop(box))
-            region = region.convert('RGBA' if _has_alpha(region) else 'RGB')
+            orientation = _orientation(source)
+            stored_box = stored_region(box, _displayed(source.size, orientation in _TURNED), orientation)
+            region = _eight_bit(source.crop(stored_box))
+            region = _upright(region.convert('RGBA' if _has_alpha(region) else 'RGB'), orientation)
     except Exception as exc:  # noqa: BLE001
         raise ImageRefused(f'Pillow could not decode it ({_plain(exc)})') from None
     size = fitted_size(region.width, region.height, target)
     return _encode_within(region, size, target, lossless=lossless)
+
+
+_TURNED = frozenset({5, 6, 7, 8})
+"""EXIF orientations shown turned a quarter (their displayed width is the stored height)."""
+
+_EXIF_ORIENTATION = 0x0112
+
+
+def _orientation(image: Image) -> int:
+    """The EXIF orientation of an opened image (read from its header), 1 when it has none or a bad one."""
+    try:
+        value = image.getexif().get(_EXIF_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - a broken EXIF block: shown as stored
+        return 1
+    return value if type(value) is int and 1 <= value <= 8 else 1
+
+
+def _displayed(size: tuple[int, int], turned: bool) -> tuple[int, int]:
+    return (size[1], size[0]) if turned else size
+
+
+def _upright(image: Image, orientation: int) -> Image:
+    """`image` turned and flipped as its EXIF orientation says it is displayed (what `ImageOps.exif_transpose`
+    does, on a frame already decoded and bounded, and without copying its metadata).
+    """
+    if orientation == 1:
+        return image
+    transpose = _pil().Transpose
+    method = {
+        2: transpose.FLIP_LEFT_RIGHT,
+        3: transpose.ROTATE_180,
+        4: transpose.FLIP_TOP_BOTTOM,
+        5: transpose.TRANSPOSE,
+        6: transpose.ROTATE_270,
+        7: transpose.TRANSVERSE,
+        8: transpose.ROTATE_90,
+    }[orientation]
+    return image.transpose(method)
+
+
+def stored_region(
+    box: tuple[int, int, int, int], displayed: tuple[int, int], orientation: int
+) -> tuple[int, int, int, int]:
+    """The stored pixels of the displayed region `box` (left, top, right, bottom) of an image `displayed` (width,
+    height) on screen: its corners mapped back through the orientation's inverse.
+    """
+    if orientation == 1:
+        return box
+    width, height = displayed
+    left, top, right, bottom = box
+    corners = [_to_stored(x, y, width, height, orientation) for x, y in ((left, top), (right - 1, bottom - 1))]
+    xs, ys = [x for x, _ in corners], [y for _, y in corners]
+    return min(xs), min(ys), max(xs) + 1, max(ys) + 1
+
+
+def _to_stored(x: int, y: int, width: int, height: int, orientation: int) -> tuple[int, int]:
+    """The stored pixel shown at (x, y) of a `width` x `height` displayed image."""
+    mapped = {
+        2: (width - 1 - x, y),
+        3: (width - 1 - x, height - 1 - y),
+        4: (x, height - 1 - y),
+        5: (y, x),
+        6: (y, width - 1 - x),
+        7: (height - 1 - y, width - 1 - x),
+        8: (height - 1 - y, x),
+    }
+    return mapped[orientation]
 
 
 def _encode_within(frame: Image, size: tuple[int, int], target: ImageTarget, *, lossless: bool) -> FittedImage:

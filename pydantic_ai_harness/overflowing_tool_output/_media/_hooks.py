@@ -16,6 +16,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolSelect
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from ..._typing import is_instance
+from .._redaction._withhold import SecretWithholding
 from ..stores._protocol import OverflowStore
 from ..stores._workspace import WorkspaceSpill, route_for_run
 from ._durable import fit_answer, fit_through
@@ -39,12 +40,20 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
 
     _view_toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False, compare=False)
     _image_write: Writer | None = field(default=None, init=False, repr=False, compare=False)
+    _image_withholding: SecretWithholding | None = field(default=None, init=False, repr=False, compare=False)
 
-    def _set_up_images(self, store: OverflowStore, workspace: WorkspaceSpill | None, write: Writer) -> None:
+    def _set_up_images(
+        self,
+        store: OverflowStore,
+        workspace: WorkspaceSpill | None,
+        write: Writer,
+        withholding: SecretWithholding | None = None,
+    ) -> None:
         """Check `images` and build the view tool once (its schema is generated with it, not on every run)."""
         if self.images is not None and not is_instance(self.images, ImageBand):
             raise TypeError(f'images must be an ImageBand or None, got {type(self.images).__name__}')
         self._image_write = write
+        self._image_withholding = withholding
         if self.images is None:
             return
 
@@ -89,7 +98,9 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
         if not await matches_tool_selector(tools, ctx, tool_def):
             return result
         fit = partial(fit_through, self._fit_image_durably)
-        return await fit_result_images(ctx, call, result, self.images, self._image_write, fit)
+        return await fit_result_images(
+            ctx, call, result, self.images, self._image_write, fit, withholding=self._image_withholding
+        )
 
     @durable_operation(name='overflow_fit_image')
     async def _fit_image_durably(

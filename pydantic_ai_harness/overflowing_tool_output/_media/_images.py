@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import operator
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -22,12 +22,14 @@ from typing_extensions import TypeIs
 from ..._typing import is_array
 from .._actions._unit import with_notes
 from .._events import warn
-from .._offload import off_loop
+from .._offload import OFF_LOOP_BYTES, off_loop
+from .._redaction._withhold import SecretWithholding
 from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image, fits, pillow_available, read_info
 from ._limits import ImageTarget
 from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
 from ._setting import ImageBand
 from ._sniff import ImageInfo
+from ._text_images import keep_for_operator, text_image_check
 
 __all__ = (
     'IMAGES_KEY',
@@ -104,6 +106,7 @@ class _Unit:
     write: ImageWriter
     records: list[dict[str, Any]]
     fit: Fitter
+    withholding: SecretWithholding | None = None
 
 
 async def fit_result_images(
@@ -113,10 +116,12 @@ async def fit_result_images(
     setting: ImageBand,
     write: ImageWriter,
     fit: Fitter = fit_in_worker,
+    withholding: SecretWithholding | None = None,
 ) -> object:
     """`result` with each of its images fitted to the serving model (`result` itself when each fits already).
 
-    A plain return whose images were replaced becomes a `ToolReturn` carrying the `overflow_images` metadata.
+    A plain return whose images were replaced becomes a `ToolReturn` carrying the `overflow_images` metadata. With
+    secret redaction on (`withholding`), an image whose bytes are text (an SVG) holding a secret is not stored.
     """
     envelope = _envelope(result)
     value: Any = envelope.return_value if envelope is not None else result
@@ -126,12 +131,9 @@ async def fit_result_images(
     target = setting.target(ctx.model)
     records: list[dict[str, Any]] = []
     base = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
-    new_value = await _fit_value(_Unit(ctx, call, f'{base}/image', target, setting, write, records, fit), value)
-    new_content = (
-        await _fit_value(_Unit(ctx, call, f'{base}/content/image', target, setting, write, records, fit), content)
-        if content is not None
-        else None
-    )
+    unit = _Unit(ctx, call, f'{base}/image', target, setting, write, records, fit, withholding)
+    new_value = await _fit_value(unit, value)
+    new_content = await _fit_value(replace(unit, key=f'{base}/content/image'), content) if content is not None else None
     if new_value is value and new_content is content:
         return result  # every image fits as it is
     return ToolReturn(
@@ -175,6 +177,11 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     data = image.data
     setting = unit.setting
     info: ImageInfo | None = None
+    if unit.withholding is not None and (withheld := await _secrets_in(unit, image)):
+        # Its text would reach the store the model reads unmasked: kept from it, as a text's secret is.
+        await keep_for_operator(unit.withholding, f'{unit.key}{index}', data, setting.timeout, unit.call.tool_name)
+        why = f'its text holds a secret ({", ".join(withheld)}), so it is kept from you'
+        return [not_sent_marker(None, image.media_type, len(data), why, None)]
     try:
         read = partial(read_info, data, setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)
         info = await off_loop(unit.ctx, read, large=True)
@@ -197,6 +204,15 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     copy = BinaryImage(fitted.data, media_type=fitted.media_type)
     handle, reason = await _store(unit, image, index, info, fitted, copy.identifier)
     return [fitted_marker(info, fitted, handle, reason), copy]
+
+
+async def _secrets_in(unit: _Unit, image: BinaryContent) -> list[str] | None:
+    check = text_image_check(unit.withholding)
+    if check is None:
+        return None
+    return await off_loop(
+        unit.ctx, partial(check, image.data, image.media_type), large=len(image.data) > OFF_LOOP_BYTES
+    )
 
 
 async def _not_sent(unit: _Unit, image: BinaryContent, index: int, info: ImageInfo | None, why: str) -> str:

@@ -9,6 +9,8 @@ from ._sniff import ImageInfo
 __all__ = (
     'VIEW_TOOL_NAME',
     'aged_images_stub',
+    'animation_note',
+    'blob_view_note',
     'fitted_marker',
     'not_sent_marker',
     'size_text',
@@ -32,11 +34,20 @@ def _kind(media_type: str) -> str:
     return media_type.removeprefix('image/').upper()
 
 
+def animation_note(info: ImageInfo) -> str:
+    """`animated, 500 frames` (`10000+ frames` past the count's bound); empty for a still image."""
+    if info.frames <= 1:
+        return ''
+    return f'animated, {info.frames}{"" if info.frames_exact else "+"} frames'
+
+
 def fitted_marker(info: ImageInfo, fitted: FittedImage, handle: str | None, reason: str = '') -> str:
     """The line before a fitted copy: the original's size, the copy's, and the handle to look closer with."""
+    animated = animation_note(info)
+    copy = f'its first frame as a {fitted.width}x{fitted.height}' if animated else f'a {fitted.width}x{fitted.height}'
     head = (
-        f'[Image {info.width}x{info.height} {_kind(info.media_type)} ({size_text(info.nbytes)}), '
-        f'shown below as a {fitted.width}x{fitted.height} {_kind(fitted.media_type)} copy.'
+        f'[Image {info.width}x{info.height} {_kind(info.media_type)} ({size_text(info.nbytes)}'
+        f'{", " + animated if animated else ""}), shown below as {copy} {_kind(fitted.media_type)} copy.'
     )
     if handle is None:
         return f'{head} {unstored_note(reason)}]'
@@ -57,6 +68,17 @@ def not_sent_marker(
     )
     kept = f"Stored as it is under handle '{handle}'." if handle is not None else unstored_note(reason)
     return f'[{what} not shown: {why}. {kept}]'
+
+
+def blob_view_note(info: ImageInfo | None, shown: int | None) -> str:
+    """How the model sees an image blob: `image 2 below` (shown with the return, as the `shown`-th image), or the
+    view tool's name; an animation says so (only its first frame is shown).
+    """
+    animated = animation_note(info) if info is not None else ''
+    if shown is None:
+        return f'{animated}; {VIEW_TOOL_NAME} shows it' if animated else f'{VIEW_TOOL_NAME} shows it'
+    first = f'{animated}, first frame as ' if animated else ''
+    return f'{first}image {shown} below; {VIEW_TOOL_NAME} zooms'
 
 
 def unstored_note(reason: str) -> str:

@@ -55,6 +55,11 @@ class ImageBand:
     timeout: float = 30.0
     """Seconds the write of an original may take."""
 
+    show_blob_images: int = 4
+    """Images found as base64 in a text or JSON return (a data URL, a long base64 run) are stored and replaced by a
+    marker; the first this many of one return are also shown to the model as images, each fitted like any image
+    (the rest stay markers, viewable with `view_tool_result_image`). `0`: none shown."""
+
     def __post_init__(self) -> None:
         for name in ('max_long_edge', 'max_pixels', 'max_bytes', 'max_tokens', 'keep_newest'):
             _check_positive(getattr(self, name), name)
@@ -62,6 +67,10 @@ class ImageBand:
             raise ValueError(
                 f'ImageBand.max_decode_pixels must be an int from 1 to {PILLOW_REFUSES_PIXELS:,} (Pillow refuses larger '
                 f'images whatever is set here), got {self.max_decode_pixels!r}'
+            )
+        if type(self.show_blob_images) is not int or self.show_blob_images < 0:
+            raise ValueError(
+                f'ImageBand.show_blob_images must be an int of 0 or more (0: none shown), got {self.show_blob_images!r}'
             )
         if type(self.timeout) not in (int, float) or not 0 < self.timeout < float('inf'):
             raise ValueError(f'ImageBand.timeout must be a positive number of seconds, got {self.timeout!r}')

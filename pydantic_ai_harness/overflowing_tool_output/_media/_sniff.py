@@ -2,7 +2,8 @@
 
 Read before anything is decoded, so a decompression bomb (a few KB declaring billions of pixels) is refused from its
 header. PNG, GIF, WebP and JPEG: the formats every provider takes. Work is bounded: the JPEG walk visits each marker
-once and stops at the first frame header.
+once and stops at the first frame header; `count_frames` walks an animation's blocks, never decoding one, and stops
+after `MAX_FRAMES_COUNTED` frames or `_MAX_BLOCKS` blocks.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ('ImageInfo', 'sniff_image')
+__all__ = ('MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'sniff_image')
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class ImageInfo:
 
     nbytes: int
     """The encoded image's size."""
+
+    orientation: int = 1
+    """Its EXIF orientation (1: as stored; 2-8: flipped or turned when displayed). `width` and `height` are the
+    displayed ones, as the model is shown it. Read by Pillow (`read_info`); 1 where it was not read."""
+
+    frames: int = 1
+    """Frames of an animated GIF, PNG (APNG) or WebP (`count_frames`); 1 for a still image, or where not counted."""
+
+    frames_exact: bool = True
+    """False when counting stopped at its bound: the image has at least `frames` frames."""
 
     @property
     def pixels(self) -> int:
@@ -113,3 +124,98 @@ def _jpeg(data: bytes) -> tuple[str, int, int] | None:
             return 'image/jpeg', width, height
         position += 2 + length
     return None  # no frame header within `_MAX_SEGMENTS` segments: Pillow's header read decides
+
+
+MAX_FRAMES_COUNTED = 10_000
+"""Frames counted at most: past this an animation is said to have "10,000+" (an animation's frame count only tells
+the model it was one)."""
+
+_MAX_BLOCKS = 200_000
+"""GIF sub-blocks or RIFF chunks walked at most: a hostile file of one-byte blocks costs a bounded walk."""
+
+
+def count_frames(data: bytes) -> tuple[int, bool]:
+    """The frames of an animated GIF, APNG or animated WebP, read from their block structure (nothing is decoded),
+    and whether the count is exact (it stops after `MAX_FRAMES_COUNTED` frames or `_MAX_BLOCKS` blocks). `(1, True)`
+    for any other image.
+    """
+    if data[:6] in (b'GIF87a', b'GIF89a'):
+        return _gif_frames(data)
+    if data.startswith(b'\x89PNG\r\n\x1a\n'):
+        return _apng_frames(data), True
+    if data[:4] == b'RIFF' and data[8:12] == b'WEBP' and data[12:16] == b'VP8X' and len(data) > 20 and data[20] & 0x02:
+        return _webp_frames(data)
+    return 1, True
+
+
+def _gif_frames(data: bytes) -> tuple[int, bool]:
+    end = len(data)
+    if end < 13:
+        return 1, True
+    packed = data[10]
+    position = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+    frames = 0
+    for _ in range(_MAX_BLOCKS):
+        if position >= end or frames >= MAX_FRAMES_COUNTED:
+            break
+        introducer = data[position]
+        if introducer == 0x2C:  # an image descriptor: 10 bytes, a local colour table, the LZW code size, the data
+            if position + 10 > end:
+                break
+            local = data[position + 9]
+            position += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1
+            frames += 1
+        elif introducer == 0x21:  # an extension: its label, then its sub-blocks
+            position += 2
+        else:  # the trailer, or bytes that are not GIF blocks
+            return max(frames, 1), True
+        position = _skip_sub_blocks(data, position)
+        if position < 0:
+            return max(frames, 1), False
+    else:
+        return max(frames, 1), False
+    return max(frames, 1), frames < MAX_FRAMES_COUNTED
+
+
+def _skip_sub_blocks(data: bytes, position: int) -> int:
+    """Past the data sub-blocks at `position` (each a length byte and that many bytes, ended by a zero length);
+    -1 when `_MAX_BLOCKS` of them were not enough.
+    """
+    end = len(data)
+    for _ in range(_MAX_BLOCKS):
+        if position >= end:
+            return end
+        length = data[position]
+        position += 1 + length
+        if length == 0:
+            return position
+    return -1
+
+
+def _apng_frames(data: bytes) -> int:
+    """`num_frames` of the `acTL` chunk, which an APNG has before its first image data; 1 without one."""
+    position = 8
+    for _ in range(1_000):
+        if position + 8 > len(data):
+            return 1
+        length = int.from_bytes(data[position : position + 4], 'big')
+        kind = data[position + 4 : position + 8]
+        if kind == b'acTL' and position + 12 <= len(data):
+            return max(1, int.from_bytes(data[position + 8 : position + 12], 'big'))
+        if kind in (b'IDAT', b'IEND'):
+            return 1
+        position += 12 + length
+    return 1
+
+
+def _webp_frames(data: bytes) -> tuple[int, bool]:
+    """`ANMF` chunks of an animated WebP, walked by their sizes."""
+    position = 12
+    frames = 0
+    for _ in range(_MAX_BLOCKS):
+        if position + 8 > len(data) or frames >= MAX_FRAMES_COUNTED:
+            return max(frames, 1), frames < MAX_FRAMES_COUNTED
+        size = int.from_bytes(data[position + 4 : position + 8], 'little')
+        frames += data[position : position + 4] == b'ANMF'
+        position += 8 + size + (size & 1)
+    return max(frames, 1), False

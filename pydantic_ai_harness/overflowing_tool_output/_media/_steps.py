@@ -5,7 +5,9 @@
   secret redaction on, the text is masked, and a file whose text held a secret (or could not all be read, so
   could hold one) is not stored where the model reads: neither the query tools nor the view tool can show it.
 - A text or JSON value holding base64 blobs (data URLs, long base64 runs): each blob is stored as the bytes it
-  encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob.
+  encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob. The
+  first `ImageBand.show_blob_images` image blobs are also shown, fitted as the image band fits any image, after the
+  text in the tool result itself (where pydantic-ai sends files natively, and where aging finds them).
 
 Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers what to reduce instead.
 """
@@ -18,7 +20,7 @@ from functools import partial
 from typing import Any
 
 import anyio
-from pydantic_ai.messages import ToolReturn
+from pydantic_ai.messages import BinaryImage, ToolReturn
 
 from ..._gil import hand_over
 from ..._typing import is_list, is_mapping
@@ -29,10 +31,12 @@ from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
 from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
+from ._fit import FittedImage, fitted_or_as_is
 from ._images import IMAGES_KEY
-from ._markers import VIEW_TOOL_NAME
+from ._markers import VIEW_TOOL_NAME, blob_view_note
 from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
-from ._sniff import sniff_image
+from ._setting import ImageBand
+from ._sniff import ImageInfo, sniff_image
 
 __all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
 
@@ -58,12 +62,19 @@ class MediaStep:
     images: tuple[dict[str, Any], ...] = ()
     """What the view tool can show, recorded as the image band records its originals: image blobs, the PDF."""
 
+    shown: tuple[BinaryImage, ...] = ()
+    """Image blobs shown to the model (fitted copies), in the order of their markers."""
 
-def with_stored_images(result: ToolReturn[Any], *units: Reduced | None) -> ToolReturn[Any]:
+
+def with_stored_images(result: ToolReturn[Any], value: Reduced | None, content: Reduced | None) -> ToolReturn[Any]:
     """`result` with the images its units stored apart added to its `overflow_images` records (after the image
-    band's own), so the view tool is offered for them.
+    band's own), so the view tool is offered for them; the image blobs a unit shows follow its text.
     """
-    added = [record for unit in units if unit is not None for record in unit.images]
+    if value is not None and value.shown:
+        result = replace(result, return_value=[result.return_value, *value.shown])
+    if content is not None and content.shown:
+        result = replace(result, content=[result.content, *content.shown])
+    added = [record for unit in (value, content) if unit is not None for record in unit.images]
     if not added or not is_mapping(result.metadata):
         return result
     earlier: object = result.metadata.get(IMAGES_KEY)
@@ -71,8 +82,24 @@ def with_stored_images(result: ToolReturn[Any], *units: Reduced | None) -> ToolR
     return replace(result, metadata={**result.metadata, IMAGES_KEY: records})
 
 
-def _record(handle: str, key: str, data: bytes, media_type: str) -> dict[str, Any]:
-    """The `overflow_images` record of a stored image blob or PDF (the fields the image band writes)."""
+def _record(
+    handle: str, key: str, data: bytes, media_type: str, shown: tuple[ImageInfo, FittedImage, str] | None = None
+) -> dict[str, Any]:
+    """The `overflow_images` record of a stored image blob or PDF (the fields the image band writes); `shown`: the
+    header read, the copy sent and its identifier, of an image blob shown to the model.
+    """
+    if shown is not None:
+        info, fitted, identifier = shown
+        return {
+            'handle': handle,
+            'key': key,
+            'media_type': info.media_type,
+            'width': info.width,
+            'height': info.height,
+            'bytes': len(data),
+            'sent': [fitted.width, fitted.height, fitted.media_type],
+            'copy': identifier,
+        }
     info = sniff_image(data) if media_type.startswith('image/') else None
     return {
         'handle': handle,
@@ -144,9 +171,12 @@ def _read_masked(data: bytes, mask: Callable[[str], tuple[str, dict[str, int]]] 
 
 
 async def media_step(
-    unit: ActionContext, *, timeout: float, withholding: SecretWithholding | None
+    unit: ActionContext, *, timeout: float, withholding: SecretWithholding | None, images: ImageBand | None = None
 ) -> tuple[MediaStep | None, str]:
-    """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob."""
+    """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob.
+
+    `images`: the image band, when image blobs may be shown (`show_blob_images`); `None`: markers only.
+    """
     rendered = unit.rendered
     if rendered.data is not None:
         if is_pdf(rendered.data, rendered.media_type) and not unit.run.in_durable_context:
@@ -162,7 +192,7 @@ async def media_step(
     text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
     if not blobs:
         return None, ''
-    return await _blobs(unit, text, blobs, timeout)
+    return await _blobs(unit, text, blobs, timeout, images)
 
 
 def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tuple[str, list[Blob]]:
@@ -272,7 +302,9 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, p
     )
 
 
-async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: float) -> tuple[MediaStep | None, str]:
+async def _blobs(
+    unit: ActionContext, text: str, blobs: list[Blob], timeout: float, images: ImageBand | None
+) -> tuple[MediaStep | None, str]:
     rendered = unit.rendered
     original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
     handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
@@ -280,15 +312,31 @@ async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: flo
         return None, reason
     markers: list[str] = []
     records: list[dict[str, Any]] = []
+    shown: list[BinaryImage] = []
+    # Workflow code under a durable engine decodes nothing: there the markers alone say where the images are.
+    show = images.show_blob_images if images is not None and not unit.run.in_durable_context else 0
+    target = images.target(unit.run.model) if images is not None and show else None
     for number, blob in enumerate(blobs, 1):
         key = f'{unit.key}/blob-{number}'
         blob_handle, reason = await unit.write(key, blob.data, timeout)
         if blob_handle is None:
             return None, reason
-        viewable = sniff_image(blob.data) is not None
-        markers.append(blob_marker(blob, blob_handle, view=f'{VIEW_TOOL_NAME} shows it' if viewable else None))
-        if viewable:
+        if sniff_image(blob.data) is None:
+            markers.append(blob_marker(blob, blob_handle, view=None))
+            continue
+        sent = None
+        if images is not None and target is not None and len(shown) < show:
+            fit = partial(fitted_or_as_is, blob.data, images.max_decode_pixels, target)
+            sent = await off_loop(unit.run, fit, large=True)
+        if sent is None:
+            markers.append(blob_marker(blob, blob_handle, view=blob_view_note(None, None)))
             records.append(_record(blob_handle, key, blob.data, blob.media_type))
+            continue
+        info, fitted = sent
+        copy = BinaryImage(fitted.data, media_type=fitted.media_type)
+        shown.append(copy)
+        markers.append(blob_marker(blob, blob_handle, view=blob_view_note(info, len(shown))))
+        records.append(_record(blob_handle, key, blob.data, blob.media_type, (info, fitted, copy.identifier)))
     replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
     decoded = format_bytes(sum(len(blob.data) for blob in blobs))
     what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
@@ -296,7 +344,7 @@ async def _blobs(unit: ActionContext, text: str, blobs: list[Blob], timeout: flo
         f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
         f"saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
     )
-    return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records)), ''
+    return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records), tuple(shown)), ''
 
 
 def _original_bytes(rendered: Rendered) -> bytes:

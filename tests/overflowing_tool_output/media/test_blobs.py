@@ -60,7 +60,7 @@ async def test_a_json_page_holding_a_3_mb_data_url(tmp_path: Path) -> None:
     (shown,) = script.shown
     assert shown == snapshot("""\
 [`browse` returned 3.0 MB holding a base64 blob (2.3 MB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
-{"url": "https://example.com/", "title": "Example", "screenshot": "[image/png data URL, 2.3 MB, saved as handle 'rn01cc9y9a'; view_tool_result_image shows it]", "status": 200}\
+{"url": "https://example.com/", "title": "Example", "screenshot": "[image/png data URL, 2.3 MB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]", "status": 200}\
 """)
     header, body = shown.split('\n', 1)
     assert json.loads(body)['status'] == 200  # the JSON stays valid
@@ -68,7 +68,7 @@ async def test_a_json_page_holding_a_3_mb_data_url(tmp_path: Path) -> None:
     assert await store.read(original) == page.encode()
     assert await store.read(blob) == png
     count = cl100k_counter()
-    assert (count(page), count(shown), count(header)) == snapshot((2160780, 99, 43))
+    assert (count(page), count(shown), count(header)) == snapshot((2160780, 104, 43))
 
 
 GITHUB = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
@@ -102,7 +102,7 @@ async def test_a_dict_holding_a_data_url_and_a_bare_base64_file(tmp_path: Path) 
     shown, store = await _run(value, tmp_path, bands=[Band(over=2_000, action=Spill())])
     assert shown == snapshot("""\
 [`fetch` returned 22.0 KB holding 2 base64 blobs (16.4 KB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
-{"avatar":"[image/png data URL, 12.4 KB, saved as handle 'rn01cc9y9a'; view_tool_result_image shows it]","attachment":"[application/gzip base64, 4.0 KB, saved as handle 'hsjhhpngnc']","rows":[{"id":0,"name":"user 0"},{"id":1,"name":"user 1"},{"id":2,"name":"user 2"}]}\
+{"avatar":"[image/png data URL, 12.4 KB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]","attachment":"[application/gzip base64, 4.0 KB, saved as handle 'hsjhhpngnc']","rows":[{"id":0,"name":"user 0"},{"id":1,"name":"user 1"},{"id":2,"name":"user 2"}]}\
 """)
     header, body = shown.split('\n', 1)
     assert json.loads(body)['rows'][2] == {'id': 2, 'name': 'user 2'}
@@ -160,7 +160,7 @@ async def test_a_secret_beside_a_blob_is_masked_and_the_blob_moves_out(tmp_path:
     )
     assert shown == snapshot("""\
 [`fetch` returned 6.6 KB holding a base64 blob (4.9 KB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
-{"token": "[secret withheld: GitHub Token]", "image": "[image/png data URL, 4.9 KB, saved as handle 'rn01cc9y9a'; view_tool_result_image shows it]"}\
+{"token": "[secret withheld: GitHub Token]", "image": "[image/png data URL, 4.9 KB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]"}\
 """)
     original = await store.read(_handles(shown.split('\n', 1)[0])[0])
     assert GITHUB[:12].encode() not in original and b'[secret withheld: GitHub Token]' in original
@@ -214,7 +214,7 @@ async def test_a_large_structured_value_keeps_its_json_valid(tmp_path: Path) -> 
     assert text_handle is not None
     stored = json.loads(await store.read(text_handle.group(1)))
     assert stored[2_500]['thumbnail'] == snapshot(
-        "[image/png data URL, 24.5 KB, saved as handle 'rn01cc9y9a'; view_tool_result_image shows it]"
+        "[image/png data URL, 24.5 KB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]"
     )
     assert await store.read(_handles(stored[2_500]['thumbnail'])[0]) == png
 
@@ -235,7 +235,7 @@ async def test_an_image_blob_is_viewed_through_the_view_tool(tmp_path: Path) -> 
     await agent.run('What does the dashboard show?', run_id=RUN_ID)
     shown, viewed, paged = script.shown
     assert shown.split('\n', 1)[1] == snapshot(
-        '{"title": "Dashboard", "screenshot": "[image/png data URL, 8.7 MB, saved as handle \'rn01cc9y9a\'; view_tool_result_image shows it]"}'
+        '{"title": "Dashboard", "screenshot": "[image/png data URL, 8.7 MB, saved as handle \'rn01cc9y9a\'; image 1 below; view_tool_result_image zooms]"}'
     )
     (image,) = script.files[1]
     assert (viewed, Image.open(io.BytesIO(image.data)).size) == snapshot(

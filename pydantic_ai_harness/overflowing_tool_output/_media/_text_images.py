@@ -1,0 +1,59 @@
+"""Images whose bytes are text (SVG, or text labelled an image) under secret redaction.
+
+An SVG is an image to a tool and text to a reader: a secret in it (a comment, an attribute, embedded script) would
+reach the store the model reads unmasked, for the view tool or a query tool to give back. With redaction on, such an
+image is scanned as any text return is; one holding a secret is not stored where the model reads (only, best effort,
+in `redact_secrets.keep_original_in`), and the model is told why. Binary images are not scanned here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from .._events import warn
+from .._redaction._withhold import SecretWithholding
+from ..stores._sniff import SNIFF_BYTES, looks_binary
+
+__all__ = ('TextImageCheck', 'keep_for_operator', 'text_image_check')
+
+TextImageCheck = Callable[[bytes, str], list[str] | None]
+"""`(data, declared media type)` -> the kinds of secret its text holds, or `None` when it holds none (or is binary)."""
+
+
+def _is_text(data: bytes, media_type: str) -> bool:
+    if 'svg' in media_type.lower():
+        return True
+    return not looks_binary(data[:SNIFF_BYTES], whole=len(data) <= SNIFF_BYTES)
+
+
+def text_image_check(withholding: SecretWithholding | None) -> TextImageCheck | None:
+    """The check of an image's text for secrets, with redaction on (blocking: run it off the event loop)."""
+    if withholding is None:
+        return None
+    mask = withholding.mask_text
+
+    def secrets_in(data: bytes, media_type: str) -> list[str] | None:
+        if not _is_text(data, media_type):
+            return None
+        found = mask(data.decode('utf-8', 'replace'))[1]
+        if not found and not data.isascii():
+            found = mask(data.decode('latin-1'))[1]  # bytes that are not UTF-8, read one character a byte
+        return sorted(found) or None
+
+    return secrets_in
+
+
+async def keep_for_operator(
+    withholding: SecretWithholding, key: str, data: bytes, timeout: float, tool_name: str
+) -> None:
+    """The image, for the operator, in `redact_secrets.keep_original_in` when one is set (best effort, as for text)."""
+    kept_in = withholding.setting.keep_original_in
+    if kept_in is None:
+        return
+    try:
+        with anyio.fail_after(timeout):
+            await kept_in.write(key, data)
+    except Exception as exc:  # noqa: BLE001 - keeping the original is best effort; withholding it is not
+        warn(f'An image returned by `{tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}')
