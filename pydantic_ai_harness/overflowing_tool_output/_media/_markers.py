@@ -44,7 +44,7 @@ def animation_note(info: ImageInfo) -> str:
 def fitted_marker(info: ImageInfo, fitted: FittedImage, handle: str | None, reason: str = '') -> str:
     """The line before a fitted copy: the original's size, the copy's, and the handle to look closer with."""
     animated = animation_note(info)
-    copy = f'its first frame as a {fitted.width}x{fitted.height}' if animated else f'a {fitted.width}x{fitted.height}'
+    copy = f'its first frame, a {fitted.width}x{fitted.height}' if animated else f'a {fitted.width}x{fitted.height}'
     head = (
         f'[Image {info.width}x{info.height} {_kind(info.media_type)} ({size_text(info.nbytes)}'
         f'{", " + animated if animated else ""}), shown below as {copy} {_kind(fitted.media_type)} copy.'

@@ -1,0 +1,380 @@
+"""Image blobs shown as images (issue 35, item 3), EXIF orientation, animations, and images whose bytes are text
+under secret redaction. Real agent runs with `FunctionModel` over images made by the tests with Pillow."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from PIL import Image, ImageSequence
+from pydantic_ai import Agent
+from pydantic_ai.messages import BinaryContent, BinaryImage, ModelMessage
+
+from pydantic_ai_harness.overflowing_tool_output import (
+    Aging,
+    Band,
+    ImageBand,
+    LocalFileStore,
+    MemoryStore,
+    OverflowingToolOutput,
+    SecretRedaction,
+    Spill,
+)
+from pydantic_ai_harness.overflowing_tool_output._media._fit import stored_region
+from pydantic_ai_harness.overflowing_tool_output._media._sniff import MAX_FRAMES_COUNTED, count_frames
+
+from ...media._images import assert_fits_every_provider, encode, images_sent, line_and_image
+from ...media.test_image_aging import tool_returns
+from ...media.test_image_band import Scripted, last_returns
+from .._scripted_queries import RUN_ID
+from ._script import RunScript as Script
+
+pytestmark = pytest.mark.anyio
+
+GITHUB = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
+
+
+def _noise_png(width: int, height: int, seed: int = 7) -> bytes:
+    rng = random.Random(seed)
+    return encode(Image.frombytes('RGB', (width, height), rng.randbytes(width * height * 3)))
+
+
+def _data_url(data: bytes, media_type: str = 'image/png') -> str:
+    return f'data:{media_type};base64,' + base64.b64encode(data).decode()
+
+
+def _handles(text: str) -> list[str]:
+    return re.findall(r"handle '([^']+)'", text)
+
+
+async def _run(
+    value: object,
+    store: LocalFileStore | MemoryStore,
+    *,
+    images: ImageBand | None = None,
+    redact_secrets: SecretRedaction | None = None,
+    queries: Any = None,
+) -> tuple[Script, list[Any]]:
+    """One real run whose tool `fetch` returns `value`; the script (what the model was shown) and the messages."""
+    script = Script([('fetch', {})], queries or (lambda handles: []))
+    capability = OverflowingToolOutput[Any](
+        store=store,
+        bands=[Band(over=2_000, action=Spill())],
+        images=images if images is not None else ImageBand(),
+        redact_secrets=redact_secrets,
+    )
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='fetch')(lambda: value)
+    result = await agent.run('Fetch it', run_id=RUN_ID)
+    return script, result.all_messages()
+
+
+async def test_a_json_page_holding_a_3_mb_png_data_url_shows_the_image_fitted(tmp_path: Path) -> None:
+    """The model reads the page with the marker and sees the screenshot, fitted to every provider at once; the
+    stored original reads back byte for byte."""
+    png = _noise_png(1030, 1000)
+    page = json.dumps({'url': 'https://example.com/', 'screenshot': _data_url(png), 'status': 200})
+    assert len(png) > 3_000_000
+    store = LocalFileStore(base_dir=tmp_path)
+    script, messages = await _run(page, store)
+    (shown,) = script.shown
+    assert shown == snapshot("""\
+[`fetch` returned 4.1 MB holding a base64 blob (3.1 MB decoded), saved apart and marked below; the whole output, unchanged, is handle '7217zk37ff'.]
+{"url": "https://example.com/", "screenshot": "[image/png data URL, 3.1 MB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]", "status": 200}\
+""")
+    (image,) = script.files[0]
+    assert_fits_every_provider(images_sent(messages))
+    with Image.open(io.BytesIO(image.data)) as copy:
+        assert (copy.format, max(copy.size) <= 1568, copy.width * copy.height <= 1_150_000) == ('JPEG', True, True)
+    assert await store.read(_handles(shown)[1]) == png
+    assert await store.read(_handles(shown)[0]) == page.encode()
+
+
+async def test_a_small_image_blob_is_shown_as_it_is(tmp_path: Path) -> None:
+    png = _noise_png(64, 48)
+    script, _ = await _run(json.dumps({'icon': _data_url(png), 'pad': 'x' * 3_000}), LocalFileStore(base_dir=tmp_path))
+    (image,) = script.files[0]
+    assert (image.data, image.media_type) == (png, 'image/png')
+
+
+async def test_at_most_show_blob_images_are_shown_per_return(tmp_path: Path) -> None:
+    """20 screenshots in one return: the first 4 are shown, the other 16 stay markers the view tool opens; all 20
+    are stored byte for byte."""
+    pngs = [_noise_png(40, 30, seed=seed) for seed in range(20)]
+    store = LocalFileStore(base_dir=tmp_path)
+    script, messages = await _run([_data_url(png) for png in pngs], store)
+    body = script.shown[0].split('\n', 1)[1]
+    markers = json.loads(body)
+    assert len(script.files[0]) == 4 and [image.data for image in script.files[0]] == pngs[:4]
+    assert markers[3] == snapshot(
+        "[image/png data URL, 3.7 KB, saved as handle 'xxxea693j1'; image 4 below; view_tool_result_image zooms]"
+    )
+    assert markers[4] == snapshot(
+        "[image/png data URL, 3.7 KB, saved as handle '5e9qsj7wbc'; view_tool_result_image shows it]"
+    )
+    assert [await store.read(_handles(marker)[0]) for marker in markers] == pngs
+    assert_fits_every_provider(images_sent(messages))
+
+
+async def test_show_blob_images_0_keeps_markers_alone(tmp_path: Path) -> None:
+    png = _noise_png(64, 48)
+    script, _ = await _run(
+        json.dumps({'icon': _data_url(png), 'pad': 'x' * 3_000}),
+        LocalFileStore(base_dir=tmp_path),
+        images=ImageBand(show_blob_images=0),
+    )
+    assert script.files[0] == []
+    assert 'view_tool_result_image shows it]' in script.shown[0]
+
+
+@pytest.mark.parametrize('bad', [-1, 2.0, True, '4'])
+def test_a_bad_show_blob_images_is_refused_at_construction(bad: object) -> None:
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f'ImageBand.show_blob_images must be an int of 0 or more (0: none shown), got {bad!r}'),
+    ):
+        ImageBand(show_blob_images=bad)  # pyright: ignore[reportArgumentType]
+
+
+async def test_a_shown_blob_image_ages_like_any_image(tmp_path: Path) -> None:
+    """The copy a blob was shown as is recorded as the copy of its stored original: aging names that handle."""
+    png = _noise_png(300, 200)
+    script = Scripted(*[[('fetch', {})] for _ in range(4)])
+    store = LocalFileStore(base_dir=tmp_path)
+    capability = OverflowingToolOutput[Any](
+        store=store,
+        bands=[Band(over=2_000, action=Spill())],
+        images=ImageBand(keep_newest=1),
+        aging=Aging(after_turns=2, batch_tokens=100),
+    )
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='fetch')(lambda: json.dumps({'shot': _data_url(png), 'pad': 'x' * 100}))
+    await agent.run('Fetch it', run_id=RUN_ID)
+    first, *_, newest = tool_returns(script.requests[-1])
+    assert isinstance(first.content, str)
+    (blob,) = re.findall(r"'([^']+)' \(300x200 PNG\)", first.content)
+    assert await store.read(blob) == png
+    content: object = newest.content
+    assert isinstance(content, list) and [item.data for item in content if isinstance(item, BinaryContent)] == [png]
+
+
+def _upright_test_image() -> Image.Image:
+    """200 wide, 400 tall as displayed: red on top, blue below, a green square top left."""
+    image = Image.new('RGB', (200, 400), (220, 0, 0))
+    image.paste((0, 0, 220), (0, 200, 200, 400))
+    image.paste((0, 200, 0), (0, 0, 40, 40))
+    return image
+
+
+def _rotated_jpeg(orientation: int = 6) -> bytes:
+    """`_upright_test_image` stored turned, with the EXIF orientation that shows it upright."""
+    inverse = {6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270, 3: Image.Transpose.ROTATE_180}
+    stored = _upright_test_image().transpose(inverse[orientation])
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return encode(stored, 'JPEG', quality=95, exif=exif)
+
+
+def _pixel(data: bytes, x: int, y: int) -> tuple[int, ...]:
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert('RGB').getpixel((x, y))  # pyright: ignore[reportReturnType]
+
+
+def _close(pixel: tuple[int, ...], expected: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) < 40 for a, b in zip(pixel, expected, strict=True))
+
+
+@pytest.mark.parametrize('orientation', [3, 6, 8])
+async def test_an_exif_rotated_jpeg_is_sent_and_cropped_upright(orientation: int, tmp_path: Path) -> None:
+    """Returned as an image: the copy is upright (pixels checked), sized as displayed; the view tool crops in
+    displayed coordinates; the stored original is the file as returned."""
+    jpeg = _rotated_jpeg(orientation)
+    store = LocalFileStore(base_dir=tmp_path)
+
+    def view(messages: list[ModelMessage]) -> list[tuple[str, dict[str, Any]]]:
+        handle = _handles(str(last_returns(messages)[0].content))[0]
+        return [('view_tool_result_image', {'handle': handle, 'x': 0, 'y': 300, 'width': 200, 'height': 100})]
+
+    script = Scripted([('fetch', {})], view)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
+    agent.tool_plain(name='fetch')(lambda: BinaryImage(jpeg, media_type='image/jpeg'))
+    await agent.run('Look', run_id=RUN_ID)
+    marker, copy = line_and_image(last_returns(script.requests[1])[0])
+    viewed, region = line_and_image(last_returns(script.requests[2])[0])
+    assert marker.startswith('[Image 200x400 JPEG')
+    with Image.open(io.BytesIO(copy.data)) as sent:
+        assert sent.size == (200, 400)
+    assert _close(_pixel(copy.data, 10, 10), (0, 200, 0))
+    assert _close(_pixel(copy.data, 150, 100), (220, 0, 0))
+    assert _close(_pixel(copy.data, 100, 300), (0, 0, 220))
+    assert viewed == snapshot("Region x=0..200, y=300..400 of the 200x400 image 'vn12gd1j0k' (full detail):")
+    with Image.open(io.BytesIO(region.data)) as cropped:
+        assert cropped.size == (200, 100)
+    assert _close(_pixel(region.data, 100, 50), (0, 0, 220))
+    assert await store.read(_handles(marker)[0]) == jpeg
+
+
+async def test_an_exif_rotated_jpeg_blob_is_shown_upright(tmp_path: Path) -> None:
+    jpeg = _rotated_jpeg(6)
+    script, _ = await _run(json.dumps({'photo': _data_url(jpeg, 'image/jpeg'), 'pad': 'x' * 3_000}), MemoryStore())
+    (copy,) = script.files[0]
+    assert _close(_pixel(copy.data, 10, 10), (0, 200, 0))
+    assert _close(_pixel(copy.data, 100, 300), (0, 0, 220))
+
+
+def test_a_displayed_region_maps_to_the_stored_pixels_for_every_orientation() -> None:
+    """`stored_region` against Pillow's own `ImageOps.exif_transpose`, over random regions of all 8 orientations."""
+    from PIL import ImageOps
+
+    from pydantic_ai_harness.overflowing_tool_output._media._fit import _upright
+
+    rng = random.Random(5)
+    stored = Image.frombytes('RGB', (7, 5), rng.randbytes(105))
+    for orientation in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        with Image.open(io.BytesIO(encode(stored, exif=exif))) as opened:
+            displayed = ImageOps.exif_transpose(opened)
+        assert _upright(stored, orientation).tobytes() == displayed.tobytes()
+        for _ in range(40):
+            left, top = rng.randrange(displayed.width), rng.randrange(displayed.height)
+            box = (
+                left,
+                top,
+                rng.randrange(left + 1, displayed.width + 1),
+                rng.randrange(top + 1, displayed.height + 1),
+            )
+            region = _upright(stored.crop(stored_region(box, displayed.size, orientation)), orientation)
+            assert region.tobytes() == displayed.crop(box).tobytes(), (orientation, box)
+
+
+def _colour(frame: int) -> tuple[int, int, int]:
+    return (frame * 7 % 256, frame * 13 % 256, 255 - frame % 256)
+
+
+def _animated_gif(frames: int = 500, size: int = 64) -> bytes:
+    images = [Image.new('RGB', (size, size), _colour(frame)) for frame in range(frames)]
+    return encode(images[0], 'GIF', save_all=True, append_images=images[1:], duration=20, loop=0)
+
+
+def _with_undecodable_later_frames(gif: bytes) -> bytes:
+    """`gif` with the image data of every frame after the first replaced by bytes that are no LZW stream (the
+    sub-block structure kept): decoding all frames fails, decoding the first and walking the blocks does not."""
+    out = bytearray(gif)
+    position = 13 + (3 << ((gif[10] & 7) + 1) if gif[10] & 0x80 else 0)
+    frame = 0
+    rng = random.Random(9)
+    while out[position] != 0x3B:
+        if out[position] == 0x21:
+            position += 2
+        else:
+            local = out[position + 9]
+            position += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0)
+            frame += 1
+            if frame > 1:
+                out[position] = 12  # an LZW minimum code size over the 8 a GIF may have
+            position += 1
+        while (length := out[position]) != 0:
+            if frame > 1:
+                out[position + 1 : position + 1 + length] = rng.randbytes(length)
+            position += 1 + length
+        position += 1
+    return bytes(out)
+
+
+async def test_a_500_frame_animated_gif_is_sent_as_its_first_frame(tmp_path: Path) -> None:
+    """Only the first frame is decoded (the others are undecodable here), sent as PNG; the marker says it was an
+    animation and how many frames it had; the stored original is the file returned."""
+    gif = _with_undecodable_later_frames(_animated_gif())
+    with Image.open(io.BytesIO(gif)) as check, pytest.raises(Exception):  # noqa: B017
+        for frame in ImageSequence.Iterator(check):
+            frame.load()  # a decoder that went through every frame would fail
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run(BinaryImage(gif, media_type='image/gif'), store)
+    assert script.shown[0] == snapshot(
+        "[Image 64x64 GIF (69 KB, animated, 500 frames), shown below as its first frame, a 64x64 PNG copy. Original stored under handle '4th2mf6zb1': view_tool_result_image(handle, x, y, width, height) shows any region of it in full detail.]"
+    )
+    (copy,) = script.files[0]
+    assert copy.media_type == 'image/png'
+    assert _pixel(copy.data, 32, 32) == _colour(0)
+    assert await store.read(_handles(script.shown[0])[0]) == gif
+
+
+async def test_an_animated_gif_blob_says_so_in_its_marker(tmp_path: Path) -> None:
+    gif = _animated_gif(30)
+    script, _ = await _run(
+        json.dumps({'clip': _data_url(gif, 'image/gif'), 'pad': 'x' * 100}), LocalFileStore(base_dir=tmp_path)
+    )
+    marker = json.loads(script.shown[0].split('\n', 1)[1])['clip']
+    assert marker == snapshot(
+        "[image/gif data URL, 4.2 KB, saved as handle 'rn01cc9y9a'; animated, 30 frames, first frame as image 1 below; view_tool_result_image zooms]"
+    )
+    (copy,) = script.files[0]
+    assert (copy.media_type, _pixel(copy.data, 5, 5)) == ('image/png', _colour(0))
+
+
+@pytest.mark.parametrize('image_format', ['PNG', 'WEBP'])
+async def test_an_animated_png_or_webp_is_sent_as_its_first_frame(image_format: str, tmp_path: Path) -> None:
+    frames = [Image.new('RGB', (48, 48), _colour(frame)) for frame in range(12)]
+    data = encode(frames[0], image_format, save_all=True, append_images=frames[1:], duration=50, lossless=True)
+    assert count_frames(data) == (12, True)
+    script, _ = await _run(BinaryImage(data, media_type=f'image/{image_format.lower()}'), MemoryStore())
+    assert 'animated, 12 frames), shown below as its first frame, a 48x48 PNG copy' in script.shown[0]
+    (copy,) = script.files[0]
+    assert (copy.media_type, _pixel(copy.data, 5, 5)) == ('image/png', _colour(0))
+
+
+def test_frame_counting_is_bounded_on_a_hostile_gif() -> None:
+    """A GIF of more frames than are counted, and one of endless one-byte sub-blocks: a bounded walk each."""
+    header = b'GIF89a' + (1).to_bytes(2, 'little') * 2 + b'\x00\x00\x00'
+    frame = b'\x2c' + b'\x00' * 8 + b'\x00' + b'\x02' + b'\x01\x00' + b'\x00'
+    assert count_frames(header + frame * (MAX_FRAMES_COUNTED + 50) + b'\x3b') == (MAX_FRAMES_COUNTED, False)
+    endless = header + b'\x2c' + b'\x00' * 9 + b'\x02' + b'\x01\x00' * 400_000
+    assert count_frames(endless)[1] is False
+    assert count_frames(header + frame * 3 + b'\x3b') == (3, True)
+
+
+_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80"><!-- deploy key '
+    + GITHUB
+    + ' --><rect width="120" height="80" fill="teal"/>'
+    + '<circle r="3"/>' * 200
+    + '</svg>'
+).encode()
+
+
+@pytest.mark.parametrize(
+    'value',
+    [
+        pytest.param(lambda: BinaryContent(_SVG, media_type='image/svg+xml'), id='an SVG image'),
+        pytest.param(lambda: ['the logo', BinaryContent(_SVG, media_type='image/svg+xml')], id='in a list'),
+        pytest.param(lambda: BinaryContent(_SVG, media_type='image/png'), id='text labelled PNG'),
+    ],
+)
+async def test_an_svg_holding_a_secret_never_reaches_the_store_under_redaction(value: Any, tmp_path: Path) -> None:
+    kept = MemoryStore()
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run(value(), store, redact_secrets=SecretRedaction(keep_original_in=kept))
+    assert (
+        'its text holds a secret (GitHub Token), so it is kept from you. The original was not stored.]'
+        in (script.shown[0])
+    )
+    assert script.files[0] == []
+    for payload in tmp_path.rglob('*'):
+        if payload.is_file():
+            assert GITHUB[:12].encode() not in payload.read_bytes()
+    assert list(kept.payloads.values()) == [_SVG]
+
+
+async def test_an_svg_without_a_secret_is_stored_as_before(tmp_path: Path) -> None:
+    clean = _SVG.replace(GITHUB.encode(), b'nothing here')
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run(BinaryContent(clean, media_type='image/svg+xml'), store, redact_secrets=SecretRedaction())
+    assert await store.read(_handles(script.shown[0])[0]) == clean
