@@ -180,7 +180,7 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     if unit.withholding is not None and (withheld := await _secrets_in(unit, image)):
         # Its text would reach the store the model reads unmasked: kept from it, as a text's secret is.
         await keep_for_operator(unit.withholding, f'{unit.key}{index}', data, setting.timeout, unit.call.tool_name)
-        why = f'its text holds a secret ({", ".join(withheld)}), so it is kept from you'
+        why = f'its text holds a secret ({", ".join(withheld)})'
         return [not_sent_marker(None, image.media_type, len(data), why, None)]
     try:
         read = partial(read_info, data, setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)

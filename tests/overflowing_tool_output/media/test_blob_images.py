@@ -362,10 +362,7 @@ async def test_an_svg_holding_a_secret_never_reaches_the_store_under_redaction(v
     kept = MemoryStore()
     store = LocalFileStore(base_dir=tmp_path)
     script, _ = await _run(value(), store, redact_secrets=SecretRedaction(keep_original_in=kept))
-    assert (
-        'its text holds a secret (GitHub Token), so it is kept from you. The original was not stored.]'
-        in (script.shown[0])
-    )
+    assert 'its text holds a secret (GitHub Token). The original was not stored.]' in (script.shown[0])
     assert script.files[0] == []
     for payload in tmp_path.rglob('*'):
         if payload.is_file():
@@ -378,3 +375,22 @@ async def test_an_svg_without_a_secret_is_stored_as_before(tmp_path: Path) -> No
     store = LocalFileStore(base_dir=tmp_path)
     script, _ = await _run(BinaryContent(clean, media_type='image/svg+xml'), store, redact_secrets=SecretRedaction())
     assert await store.read(_handles(script.shown[0])[0]) == clean
+
+
+async def test_the_model_facing_texts_of_blob_images_with_default_ids(tmp_path: Path) -> None:
+    """The lines a model reads cold, with real handles, and what they cost."""
+    from examples._scripted import cl100k_counter
+
+    svg_run, _ = await _run(
+        BinaryContent(_SVG, media_type='image/svg+xml'), MemoryStore(), redact_secrets=SecretRedaction()
+    )
+    rotated, _ = await _run(BinaryImage(_rotated_jpeg(6), media_type='image/jpeg'), LocalFileStore(base_dir=tmp_path))
+    count = cl100k_counter()
+    texts = (svg_run.shown[0], rotated.shown[0])
+    assert texts == snapshot(
+        (
+            '[Image declared image/svg+xml (3 KB) not shown: its text holds a secret (GitHub Token). The original was not stored.]',
+            "[Image 200x400 JPEG (3 KB), shown below as a 200x400 JPEG copy. Original stored under handle '4th2mf6zb1': view_tool_result_image(handle, x, y, width, height) shows any region of it in full detail.]",
+        )
+    )
+    assert [count(text) for text in texts] == snapshot([28, 58])
