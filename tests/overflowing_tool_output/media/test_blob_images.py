@@ -16,6 +16,7 @@ from inline_snapshot import snapshot
 from PIL import Image, ImageSequence
 from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, BinaryImage, ModelMessage
+from pydantic_ai.models.function import FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import (
     Aging,
@@ -318,6 +319,20 @@ async def test_an_animated_gif_blob_says_so_in_its_marker(tmp_path: Path) -> Non
     )
     (copy,) = script.files[0]
     assert (copy.media_type, _pixel(copy.data, 5, 5)) == ('image/png', _colour(0))
+
+
+async def test_an_animated_gif_passes_as_it_is_to_a_model_that_takes_animations(tmp_path: Path) -> None:
+    """Served by Anthropic (which takes GIFs and is not OpenAI), a GIF within its limits is sent whole."""
+    gif = _animated_gif(30)
+    script = Scripted([('fetch', {})])
+    respond = script.model().function
+    assert respond is not None
+    model = FunctionModel(respond, model_name='claude-sonnet-4-5')
+    agent = Agent(model, capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='fetch')(lambda: BinaryImage(gif, media_type='image/gif'))
+    await agent.run('Look')
+    (part,) = last_returns(script.requests[1])
+    assert isinstance(part.content, BinaryContent) and part.content.data == gif
 
 
 @pytest.mark.parametrize('image_format', ['PNG', 'WEBP'])
