@@ -409,3 +409,20 @@ async def test_the_model_facing_texts_of_blob_images_with_default_ids(tmp_path: 
         )
     )
     assert [count(text) for text in texts] == snapshot([28, 58])
+
+
+async def test_an_image_blob_holding_a_secret_is_not_shown_under_redaction(tmp_path: Path) -> None:
+    """A PNG carrying a token in a text chunk may not be stored where the model reads, so it is not shown either: it
+    stays where it was, encoded, as any blob holding a secret does."""
+    from PIL import PngImagePlugin
+
+    chunk = PngImagePlugin.PngInfo()
+    chunk.add_text('Comment', f'deploy with {GITHUB}')
+    png = encode(Image.effect_noise((64, 64), 40).convert('RGB'), pnginfo=chunk)
+    script, _ = await _run(
+        json.dumps({'shot': _data_url(png), 'pad': 'x' * 100}),
+        LocalFileStore(base_dir=tmp_path),
+        redact_secrets=SecretRedaction(),
+    )
+    assert script.files[0] == []
+    assert 'base64 blob' not in script.shown[0]
