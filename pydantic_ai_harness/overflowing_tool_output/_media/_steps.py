@@ -313,6 +313,7 @@ async def _blobs(
     markers: list[str] = []
     records: list[dict[str, Any]] = []
     shown: list[BinaryImage] = []
+    tried = 0
     # Workflow code under a durable engine decodes nothing: there the markers alone say where the images are.
     show = images.show_blob_images if images is not None and not unit.run.in_durable_context else 0
     target = images.target(unit.run.model) if images is not None and show else None
@@ -325,7 +326,8 @@ async def _blobs(
             markers.append(blob_marker(blob, blob_handle, view=None))
             continue
         sent = None
-        if images is not None and target is not None and len(shown) < show:
+        if images is not None and target is not None and tried < show:
+            tried += 1  # attempts, not successes, are bounded: blobs that fail to decode cost a decode each
             fit = partial(fitted_or_as_is, blob.data, images.max_decode_pixels, target)
             sent = await off_loop(unit.run, fit, large=True)
         if sent is None:

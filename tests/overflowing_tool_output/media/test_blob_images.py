@@ -426,3 +426,16 @@ async def test_an_image_blob_holding_a_secret_is_not_shown_under_redaction(tmp_p
     )
     assert script.files[0] == []
     assert 'base64 blob' not in script.shown[0]
+
+
+async def test_image_blobs_that_cannot_be_shown_use_up_the_attempts(tmp_path: Path) -> None:
+    """Blobs that fail to decode count against `show_blob_images` like shown ones: a return of 10 broken PNGs costs
+    at most 4 decodes, and a good image after them stays a marker."""
+    broken = _noise_png(1700, 20)[:-400]  # over the long edge, so decoded to be fitted; cut short, so it fails
+    good = _noise_png(30, 20)
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run([_data_url(broken)] * 10 + [_data_url(good)], store)
+    markers = json.loads(script.shown[0].split('\n', 1)[1])
+    assert script.files[0] == []
+    assert all(marker.endswith('view_tool_result_image shows it]') for marker in markers)
+    assert await store.read(_handles(markers[-1])[0]) == good
