@@ -58,7 +58,8 @@ class ImageBand:
     show_blob_images: int = 4
     """Images found as base64 in a text or JSON return (a data URL, a long base64 run) are stored and replaced by a
     marker; the first this many of one return are also shown to the model as images, each fitted like any image
-    (the rest stay markers, viewable with `view_tool_result_image`). `0`: none shown."""
+    (the rest stay markers, viewable with `view_tool_result_image`; one that cannot be decoded uses up its turn too,
+    bounding the decoding a return costs). `0`: none shown."""
 
     def __post_init__(self) -> None:
         for name in ('max_long_edge', 'max_pixels', 'max_bytes', 'max_tokens', 'keep_newest'):
