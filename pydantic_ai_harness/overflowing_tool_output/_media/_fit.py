@@ -267,7 +267,11 @@ _EXIF_ORIENTATION = 0x0112
 
 
 def _orientation(image: Image) -> int:
-    """The EXIF orientation of an opened image (read from its header), 1 when it has none or a bad one."""
+    """The EXIF orientation of an opened image (read from its header) still to be applied, 1 when it has none or a
+    bad one. Pillow turns a TIFF upright itself as it loads it (and reports the turned size): 1 for a TIFF.
+    """
+    if image.format == 'TIFF':
+        return 1
     try:
         value = image.getexif().get(_EXIF_ORIENTATION, 1)
     except Exception:  # noqa: BLE001 - a broken EXIF block: shown as stored

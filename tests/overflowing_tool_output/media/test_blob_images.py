@@ -174,13 +174,14 @@ def _upright_test_image() -> Image.Image:
     return image
 
 
-def _rotated_jpeg(orientation: int = 6) -> bytes:
+def _rotated_jpeg(orientation: int = 6, image_format: str = 'JPEG') -> bytes:
     """`_upright_test_image` stored turned, with the EXIF orientation that shows it upright."""
     inverse = {6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270, 3: Image.Transpose.ROTATE_180}
     stored = _upright_test_image().transpose(inverse[orientation])
     exif = Image.Exif()
     exif[0x0112] = orientation
-    return encode(stored, 'JPEG', quality=95, exif=exif)
+    options: dict[str, Any] = {'quality': 95} if image_format in ('JPEG', 'WEBP') else {}
+    return encode(stored, image_format, exif=exif, **options)
 
 
 def _pixel(data: bytes, x: int, y: int) -> tuple[int, ...]:
@@ -192,11 +193,15 @@ def _close(pixel: tuple[int, ...], expected: tuple[int, int, int]) -> bool:
     return all(abs(a - b) < 40 for a, b in zip(pixel, expected, strict=True))
 
 
-@pytest.mark.parametrize('orientation', [3, 6, 8])
-async def test_an_exif_rotated_jpeg_is_sent_and_cropped_upright(orientation: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ('image_format', 'orientation'), [('JPEG', 3), ('JPEG', 6), ('JPEG', 8), ('WEBP', 6), ('TIFF', 6), ('TIFF', 8)]
+)
+async def test_an_exif_rotated_image_is_sent_and_cropped_upright(
+    image_format: str, orientation: int, tmp_path: Path
+) -> None:
     """Returned as an image: the copy is upright (pixels checked), sized as displayed; the view tool crops in
     displayed coordinates; the stored original is the file as returned."""
-    jpeg = _rotated_jpeg(orientation)
+    jpeg = _rotated_jpeg(orientation, image_format)
     store = LocalFileStore(base_dir=tmp_path)
 
     def view(messages: list[ModelMessage]) -> list[tuple[str, dict[str, Any]]]:
@@ -205,11 +210,11 @@ async def test_an_exif_rotated_jpeg_is_sent_and_cropped_upright(orientation: int
 
     script = Scripted([('fetch', {})], view)
     agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
-    agent.tool_plain(name='fetch')(lambda: BinaryImage(jpeg, media_type='image/jpeg'))
+    agent.tool_plain(name='fetch')(lambda: BinaryImage(jpeg, media_type=f'image/{image_format.lower()}'))
     await agent.run('Look', run_id=RUN_ID)
     marker, copy = line_and_image(last_returns(script.requests[1])[0])
     viewed, region = line_and_image(last_returns(script.requests[2])[0])
-    assert marker.startswith('[Image 200x400 JPEG')
+    assert marker.startswith(f'[Image 200x400 {image_format}')
     with Image.open(io.BytesIO(copy.data)) as sent:
         assert sent.size == (200, 400)
     assert _close(_pixel(copy.data, 10, 10), (0, 200, 0))
