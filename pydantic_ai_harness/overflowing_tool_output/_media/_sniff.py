@@ -155,9 +155,8 @@ def _gif_frames(data: bytes) -> tuple[int, bool]:
     packed = data[10]
     position = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
     frames = 0
-    for _ in range(_MAX_BLOCKS):
-        if position >= end or frames >= MAX_FRAMES_COUNTED:
-            break
+    budget = _MAX_BLOCKS  # blocks and sub-blocks together, over the whole file
+    while position < end and frames < MAX_FRAMES_COUNTED:
         introducer = data[position]
         if introducer == 0x2C:  # an image descriptor: 10 bytes, a local colour table, the LZW code size, the data
             if position + 10 > end:
@@ -169,27 +168,16 @@ def _gif_frames(data: bytes) -> tuple[int, bool]:
             position += 2
         else:  # the trailer, or bytes that are not GIF blocks
             return max(frames, 1), True
-        position = _skip_sub_blocks(data, position)
-        if position < 0:
-            return max(frames, 1), False
-    else:
-        return max(frames, 1), False
+        # Past the data sub-blocks (each a length byte and that many bytes, ended by a zero length).
+        while position < end:
+            budget -= 1
+            if budget < 0:
+                return max(frames, 1), False
+            length = data[position]
+            position += 1 + length
+            if length == 0:
+                break
     return max(frames, 1), frames < MAX_FRAMES_COUNTED
-
-
-def _skip_sub_blocks(data: bytes, position: int) -> int:
-    """Past the data sub-blocks at `position` (each a length byte and that many bytes, ended by a zero length);
-    -1 when `_MAX_BLOCKS` of them were not enough.
-    """
-    end = len(data)
-    for _ in range(_MAX_BLOCKS):
-        if position >= end:
-            return end
-        length = data[position]
-        position += 1 + length
-        if length == 0:
-            return position
-    return -1
 
 
 def _apng_frames(data: bytes) -> int:

@@ -359,6 +359,9 @@ def test_frame_counting_is_bounded_on_a_hostile_gif() -> None:
     endless = header + b'\x2c' + b'\x00' * 9 + b'\x02' + b'\x01\x00' * 400_000
     assert count_frames(endless)[1] is False
     assert count_frames(header + frame * 3 + b'\x3b') == (3, True)
+    # 50 MB of frames, each of 5,000 one-byte sub-blocks: the walk's budget is for the whole file, not per frame.
+    many = header + (b'\x2c' + b'\x00' * 9 + b'\x02' + b'\x01\x00' * 5_000 + b'\x00') * 5_000
+    assert count_frames(many) == (40, False)
 
 
 _SVG = (
