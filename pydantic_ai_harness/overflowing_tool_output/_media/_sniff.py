@@ -142,7 +142,8 @@ def count_frames(data: bytes) -> tuple[int, bool]:
     if data[:6] in (b'GIF87a', b'GIF89a'):
         return _gif_frames(data)
     if data.startswith(b'\x89PNG\r\n\x1a\n'):
-        return _apng_frames(data), True
+        frames = _apng_frames(data)  # as declared: a hostile file may declare billions
+        return min(frames, MAX_FRAMES_COUNTED), frames <= MAX_FRAMES_COUNTED
     if data[:4] == b'RIFF' and data[8:12] == b'WEBP' and data[12:16] == b'VP8X' and len(data) > 20 and data[20] & 0x02:
         return _webp_frames(data)
     return 1, True

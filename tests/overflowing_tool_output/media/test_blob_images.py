@@ -447,3 +447,11 @@ async def test_image_blobs_that_cannot_be_shown_use_up_the_attempts(tmp_path: Pa
     assert script.files[0] == []
     assert all(marker.endswith('view_tool_result_image shows it]') for marker in markers)
     assert await store.read(_handles(markers[-1])[0]) == good
+
+
+def test_an_apng_declaring_billions_of_frames_is_said_to_have_10000_plus() -> None:
+    frames = [Image.new('RGB', (8, 8), _colour(frame)) for frame in range(3)]
+    apng = bytearray(encode(frames[0], 'PNG', save_all=True, append_images=frames[1:]))
+    actl = apng.index(b'acTL')
+    apng[actl + 4 : actl + 8] = (4_000_000_000).to_bytes(4, 'big')  # (its CRC is not checked by the count)
+    assert count_frames(bytes(apng)) == (MAX_FRAMES_COUNTED, False)
