@@ -35,10 +35,10 @@ def _kind(media_type: str) -> str:
 
 
 def animation_note(info: ImageInfo) -> str:
-    """`animated, 500 frames` (`10000+ frames` past the count's bound); empty for a still image."""
+    """`animated, 500 frames` (`10,000+ frames` past the count's bound); empty for a still image."""
     if info.frames <= 1:
         return ''
-    return f'animated, {info.frames}{"" if info.frames_exact else "+"} frames'
+    return f'animated, {info.frames:,}{"" if info.frames_exact else "+"} frames'
 
 
 def fitted_marker(info: ImageInfo, fitted: FittedImage, handle: str | None, reason: str = '') -> str:
