@@ -455,3 +455,20 @@ def test_an_apng_declaring_billions_of_frames_is_said_to_have_10000_plus() -> No
     actl = apng.index(b'acTL')
     apng[actl + 4 : actl + 8] = (4_000_000_000).to_bytes(4, 'big')  # (its CRC is not checked by the count)
     assert count_frames(bytes(apng)) == (MAX_FRAMES_COUNTED, False)
+
+
+async def test_an_image_blob_in_tool_return_content_is_shown_there(tmp_path: Path) -> None:
+    """A blob in `ToolReturn.content` (sent as a user message): its image follows the content's text there."""
+    from pydantic_ai.messages import ToolReturn, UserPromptPart
+
+    png = _noise_png(64, 48)
+    value = ToolReturn('saved', content=json.dumps({'shot': _data_url(png), 'pad': 'x' * 100}))
+    script = Scripted([('fetch', {})])
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='fetch')(lambda: value)
+    await agent.run('Look')
+    request = script.requests[1][-1]
+    users = [part for part in getattr(request, 'parts', []) if isinstance(part, UserPromptPart)]
+    items = [item for part in users for item in part.content if not isinstance(part.content, str)]
+    assert [item.data for item in items if isinstance(item, BinaryContent)] == [png]
+    assert any(isinstance(item, str) and 'image 1 below' in item for item in items)
