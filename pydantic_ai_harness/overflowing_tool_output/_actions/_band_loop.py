@@ -110,8 +110,8 @@ class BandLoop:
     """What a `Summarize` needs from the capability: its prompt, durable operation and per-run locks."""
 
     withholding: SecretWithholding | None = None
-    """Secret redaction, when on: a base64 blob holding a secret stays in place, encoded; a PDF's text is masked and
-    a file whose text held one is not stored where the model reads."""
+    """Secret redaction, when on: a base64 blob that may hold a secret is withheld (not stored, encoded or not); a
+    PDF's text is masked and a file whose text held one is not stored where the model reads."""
 
     images: ImageBand | None = None
     """The image band: image blobs found in a return are shown to the model beside their markers (at tool execution

@@ -12,8 +12,9 @@ What counts as a blob, so base64-looking text that is not one stays exactly as i
   that decodes strictly to binary data of a known format, or uses most of the alphabet as compressed data does (a
   repeated pattern does not). Base64 of text stays: it may hold a secret the redaction cannot see while encoded.
 
-With secret redaction on, every decoded blob, binary or text, is checked (`keep_text`); one that may hold a secret
-stays where it was, encoded.
+With secret redaction on, every decoded blob, binary or text, is checked (`secrets_in`); one that may hold a secret
+is withheld: its marker says so, and nothing of it is stored where the model reads (left encoded, the model could
+decode it).
 
 Every step is linear in the text: runs are found by a regex that cannot start inside a run (a lookbehind), data
 URL headers by `str.find` and a bounded match, so attacker text costs one pass whatever it holds.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import binascii
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..._gil import hand_over
 from .._rendering._markers import format_bytes
@@ -93,25 +94,33 @@ class Blob:
     data_url: bool
     """Whether it was written as a data URL."""
 
+    withheld: tuple[str, ...] = field(default=())
+    """With secret redaction on: the kinds of secret its bytes may hold (then it is not stored); empty: none."""
 
-def find_blobs(text: str, *, keep_text: Callable[[bytes], bool] | None = None) -> list[Blob]:
+
+SecretCheck = Callable[[bytes], tuple[str, ...]]
+"""The kinds of secret a blob's decoded bytes may hold (empty: none)."""
+
+
+def find_blobs(text: str, *, secrets_in: SecretCheck | None = None) -> list[Blob]:
     """The base64 blobs of `text`, in order, at most `MAX_BLOBS` (see the module docstring for what counts).
 
-    `keep_text(decoded)` is asked about every blob; `True` leaves it in place (the capability passes its secret check
-    here, so a secret encoded in a blob, text or binary, is never moved where a hex dump or a page render shows it).
+    `secrets_in(decoded)` is asked about every blob (the capability's secret check, with redaction on); a blob that
+    may hold one is marked `withheld`, so a secret encoded in it, text or binary, is never stored where the model
+    reads: not decoded (a hex dump, a page render), nor encoded (the model could decode it).
     """
     blobs: list[Blob] = []
-    for blob in _candidates(text, keep_text):
+    for blob in _candidates(text, secrets_in):
         blobs.append(blob)
         if len(blobs) >= MAX_BLOBS:
             break
     return blobs
 
 
-def _candidates(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator[Blob]:
+def _candidates(text: str, secrets_in: SecretCheck | None) -> Iterator[Blob]:
     """Data URLs and bare runs merged in text order (a run inside a data URL is its payload, not a second blob)."""
-    urls = _data_urls(text, keep_text)
-    runs = _bare_runs(text, keep_text)
+    urls = _data_urls(text, secrets_in)
+    runs = _bare_runs(text, secrets_in)
     url = next(urls, None)
     run = next(runs, None)
     while url is not None or run is not None:
@@ -125,7 +134,7 @@ def _candidates(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterato
             url = next(urls, None)
 
 
-def _data_urls(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator[Blob]:
+def _data_urls(text: str, secrets_in: SecretCheck | None) -> Iterator[Blob]:
     position = text.find('data:')
     while position != -1:
         hand_over()
@@ -138,12 +147,13 @@ def _data_urls(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator
             size = end - header.end()
             if size >= DATA_URL_MIN_CHARS and _at_boundary(text, end):
                 data = _decode(text[header.end() : end], url_safe=False)
-                if data is not None and not (keep_text is not None and keep_text(data)):
-                    yield Blob(position, end, header.group(1).lower(), data, data_url=True)
+                if data is not None:
+                    withheld = secrets_in(data) if secrets_in is not None else ()
+                    yield Blob(position, end, header.group(1).lower(), data, data_url=True, withheld=withheld)
         position = text.find('data:', resume)
 
 
-def _bare_runs(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator[Blob]:
+def _bare_runs(text: str, secrets_in: SecretCheck | None) -> Iterator[Blob]:
     for match in _runs(text):
         run = match.group()
         body = run.rstrip('=')
@@ -159,9 +169,9 @@ def _bare_runs(text: str, keep_text: Callable[[bytes], bool] | None) -> Iterator
         kind = binary_format(data[:16])
         if kind is None and len(set(run[:_VARIETY_SAMPLE])) < _MIN_VARIETY:
             continue  # a pattern repeated (a test token, padding), not the encoding of a file
-        if keep_text is not None and keep_text(data):
-            continue  # it may hold a secret: left encoded, where the redaction saw it
-        yield Blob(match.start(), match.end(), kind[1] if kind else 'application/octet-stream', data, data_url=False)
+        withheld = secrets_in(data) if secrets_in is not None else ()
+        media_type = kind[1] if kind else 'application/octet-stream'
+        yield Blob(match.start(), match.end(), media_type, data, data_url=False, withheld=withheld)
 
 
 def _runs(text: str) -> Iterator[re.Match[str]]:
@@ -207,13 +217,16 @@ def _is_binary(data: bytes) -> bool:
     return binary_format(data[:16]) is not None or looks_binary(data[: 64 * 1024], whole=len(data) <= 64 * 1024)
 
 
-def blob_marker(blob: Blob, handle: str, *, view: str | None) -> str:
-    """The one line a blob is replaced by: what it was, its size, and how to get it back.
+def blob_marker(blob: Blob, handle: str | None, *, view: str | None) -> str:
+    """The one line a blob is replaced by: what it was, its size, and how to get it back (or why it is withheld).
 
     Safe inside a JSON string (no quote, no backslash) so the JSON around it stays valid. `view` is the call that
     shows it to the model (an image), when there is one.
     """
     what = 'data URL' if blob.data_url else 'base64'
+    if blob.withheld or handle is None:
+        why = f'it may hold a secret ({", ".join(blob.withheld)})' if blob.withheld else 'it could not be stored'
+        return f'[{blob.media_type} {what}, {format_bytes(len(blob.data))}, withheld: {why}]'
     get = f'; {view}' if view is not None else ''
     return f"[{blob.media_type} {what}, {format_bytes(len(blob.data))}, saved as handle '{handle}'{get}]"
 

@@ -7,7 +7,9 @@
 - A text or JSON value holding base64 blobs (data URLs, long base64 runs): each blob is stored as the bytes it
   encodes, the original text unchanged beside them; what goes on is the text with a one-line marker per blob. The
   first `ImageBand.show_blob_images` image blobs are also shown, fitted as the image band fits any image, after the
-  text in the tool result itself (where pydantic-ai sends files natively, and where aging finds them).
+  text in the tool result itself (where pydantic-ai sends files natively, and where aging finds them). With
+  secret redaction on, a blob that may hold a secret is withheld: marked, never stored where the model reads
+  (encoded or not), and then neither is the whole output.
 
 Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers what to reduce instead.
 """
@@ -30,13 +32,14 @@ from .._offload import OFF_LOOP_BYTES, off_loop
 from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
-from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, blob_marker, find_blobs, replace_blobs
+from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, SecretCheck, blob_marker, find_blobs, replace_blobs
 from ._fit import FittedImage, fitted_or_as_is
 from ._images import IMAGES_KEY
 from ._markers import VIEW_TOOL_NAME, blob_view_note
 from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
 from ._setting import ImageBand
 from ._sniff import ImageInfo, sniff_image
+from ._text_images import keep_for_operator
 
 __all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
 
@@ -113,9 +116,9 @@ def _record(
     }
 
 
-def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], bool] | None:
-    """With secret redaction on: whether a blob's decoded bytes may hold a secret (it then stays where it was,
-    encoded, and is never stored where the model could read it decoded).
+def secret_check(withholding: SecretWithholding | None) -> SecretCheck | None:
+    """With secret redaction on: the kinds of secret a blob's decoded bytes may hold (it is then withheld: nothing of
+    it is stored where the model reads, decoded or encoded).
 
     Every blob is checked, binary or not: its bytes read as Latin-1 (one character per byte, so a token between
     NULs or inside a zip's stored entry is found as the hex dump of the query tools would spell it), and a PDF's
@@ -125,15 +128,18 @@ def secret_check(withholding: SecretWithholding | None) -> Callable[[bytes], boo
         return None
     mask = withholding.mask_text
 
-    def holds_secret(data: bytes) -> bool:
-        if mask(data.decode('latin-1'))[1]:
-            return True
+    def secrets_in(data: bytes) -> tuple[str, ...]:
+        found = mask(data.decode('latin-1'))[1]
+        if found:
+            return tuple(sorted(found))
         if not is_pdf(data, None):
-            return False
+            return ()
         masked = _masked_pdf(mask, read_pdf(data))
-        return masked.withheld or not masked.checked
+        if masked.withheld:
+            return ('PDF text',)
+        return () if masked.checked else ('PDF text not all checked',)
 
-    return holds_secret
+    return secrets_in
 
 
 @dataclass(frozen=True)
@@ -183,19 +189,19 @@ async def media_step(
             # Workflow code (Temporal, DBOS) must not parse a file in place for seconds: it is spilled as bytes.
             return await _document(unit, rendered.data, timeout, withholding)
         return None, ''
-    keep_text = secret_check(withholding)
+    secrets_in = secret_check(withholding)
     if rendered.kind not in ('text', 'structured'):
         return None, ''
     # A structured value's text is built by the scan, off the loop; with redaction on, a blob's secret check may
     # read a PDF's text (seconds), so the scan is never run on the loop then.
-    large = rendered.size_chars > OFF_LOOP_BYTES or keep_text is not None
-    text, blobs = await off_loop(unit.run, partial(_scan, rendered, keep_text), large=large)
+    large = rendered.size_chars > OFF_LOOP_BYTES or secrets_in is not None
+    text, blobs = await off_loop(unit.run, partial(_scan, rendered, secrets_in), large=large)
     if not blobs:
         return None, ''
-    return await _blobs(unit, text, blobs, timeout, images)
+    return await _blobs(unit, text, blobs, timeout, images, withholding)
 
 
-def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tuple[str, list[Blob]]:
+def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list[Blob]]:
     """The text the blobs are found in, and the blobs.
 
     A large structured value is read in its stored layout (valid JSON, one element per line), a piece at a time:
@@ -206,7 +212,7 @@ def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tupl
         text = rendered.text
         if 'data:' not in text and len(text) < BARE_MIN_CHARS:
             return text, []  # nothing a blob could be
-        return text, find_blobs(text, keep_text=keep_text)
+        return text, find_blobs(text, secrets_in=secrets_in)
     texts: list[str] = []
     blobs: list[Blob] = []
     offset = 0
@@ -214,7 +220,7 @@ def _scan(rendered: Rendered, keep_text: Callable[[bytes], bool] | None) -> tupl
         hand_over()
         text = piece.decode('utf-8', 'surrogatepass')
         if len(blobs) < MAX_BLOBS and (b'data:' in piece or len(piece) >= BARE_MIN_CHARS):
-            found = find_blobs(text, keep_text=keep_text)[: MAX_BLOBS - len(blobs)]
+            found = find_blobs(text, secrets_in=secrets_in)[: MAX_BLOBS - len(blobs)]
             blobs.extend(replace(blob, start=blob.start + offset, end=blob.end + offset) for blob in found)
         texts.append(text)
         offset += len(text)
@@ -303,13 +309,25 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, p
 
 
 async def _blobs(
-    unit: ActionContext, text: str, blobs: list[Blob], timeout: float, images: ImageBand | None
+    unit: ActionContext,
+    text: str,
+    blobs: list[Blob],
+    timeout: float,
+    images: ImageBand | None,
+    withholding: SecretWithholding | None = None,
 ) -> tuple[MediaStep | None, str]:
     rendered = unit.rendered
     original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
-    handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
-    if handle is None:
-        return None, reason
+    withheld = sum(1 for blob in blobs if blob.withheld)
+    handle: str | None = None
+    if withheld and withholding is not None:
+        # The output holds a blob that may encode a secret: not stored where the model reads, even encoded.
+        key, name = f'{unit.key}/original', unit.call.tool_name
+        await keep_for_operator(withholding, key, original, timeout, name, 'The output')
+    else:
+        handle, reason = await unit.write(f'{unit.key}/original', original, timeout)
+        if handle is None:
+            return None, reason
     markers: list[str] = []
     records: list[dict[str, Any]] = []
     shown: list[BinaryImage] = []
@@ -318,6 +336,9 @@ async def _blobs(
     show = images.show_blob_images if images is not None and not unit.run.in_durable_context else 0
     target = images.target(unit.run.model) if images is not None and show else None
     for number, blob in enumerate(blobs, 1):
+        if blob.withheld:
+            markers.append(blob_marker(blob, None, view=None))
+            continue
         key = f'{unit.key}/blob-{number}'
         blob_handle, reason = await unit.write(key, blob.data, timeout)
         if blob_handle is None:
@@ -342,10 +363,16 @@ async def _blobs(
     replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
     decoded = format_bytes(sum(len(blob.data) for blob in blobs))
     what = 'a base64 blob' if len(blobs) == 1 else f'{len(blobs)} base64 blobs'
-    header = (
-        f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded), '
-        f"saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
-    )
+    head = f'[`{unit.call.tool_name}` returned {format_bytes(len(original))} holding {what} ({decoded} decoded)'
+    if handle is None:
+        held = (
+            f'{withheld} may hold secrets'
+            if withheld > 1
+            else ('it' if len(blobs) == 1 else 'one') + ' may hold a secret'
+        )
+        header = f'{head}, marked below; {held}, so the whole output is not kept.]\n'
+    else:
+        header = f"{head}, saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
     return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records), tuple(shown)), ''
 
 

@@ -46,9 +46,11 @@ def text_image_check(withholding: SecretWithholding | None) -> TextImageCheck | 
 
 
 async def keep_for_operator(
-    withholding: SecretWithholding, key: str, data: bytes, timeout: float, tool_name: str
+    withholding: SecretWithholding, key: str, data: bytes, timeout: float, tool_name: str, what: str = 'An image'
 ) -> None:
-    """The image, for the operator, in `redact_secrets.keep_original_in` when one is set (best effort, as for text)."""
+    """A withheld original (`what`: `An image`, `The output`), for the operator, in `redact_secrets.keep_original_in`
+    when one is set (best effort, as for text).
+    """
     kept_in = withholding.setting.keep_original_in
     if kept_in is None:
         return
@@ -56,4 +58,4 @@ async def keep_for_operator(
         with anyio.fail_after(timeout):
             await kept_in.write(key, data)
     except Exception as exc:  # noqa: BLE001 - keeping the original is best effort; withholding it is not
-        warn(f'An image returned by `{tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}')
+        warn(f'{what} returned by `{tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}')

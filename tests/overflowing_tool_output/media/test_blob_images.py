@@ -421,7 +421,7 @@ async def test_the_model_facing_texts_of_blob_images_with_default_ids(tmp_path: 
 
 async def test_an_image_blob_holding_a_secret_is_not_shown_under_redaction(tmp_path: Path) -> None:
     """A PNG carrying a token in a text chunk may not be stored where the model reads, so it is not shown either: it
-    stays where it was, encoded, as any blob holding a secret does."""
+    is withheld, as any blob holding a secret is."""
     from PIL import PngImagePlugin
 
     chunk = PngImagePlugin.PngInfo()
@@ -433,7 +433,9 @@ async def test_an_image_blob_holding_a_secret_is_not_shown_under_redaction(tmp_p
         redact_secrets=SecretRedaction(),
     )
     assert script.files[0] == []
-    assert 'base64 blob' not in script.shown[0]
+    assert json.loads(script.shown[0].split('\n', 1)[1])['shot'] == snapshot(
+        '[image/png data URL, 11.6 KB, withheld: it may hold a secret (GitHub Token)]'
+    )
 
 
 async def test_image_blobs_that_cannot_be_shown_use_up_the_attempts(tmp_path: Path) -> None:
@@ -472,3 +474,23 @@ async def test_an_image_blob_in_tool_return_content_is_shown_there(tmp_path: Pat
     items = [item for part in users for item in part.content if not isinstance(part.content, str)]
     assert [item.data for item in items if isinstance(item, BinaryContent)] == [png]
     assert any(isinstance(item, str) and 'image 1 below' in item for item in items)
+
+
+async def test_an_svg_data_url_holding_a_secret_never_reaches_the_store_under_redaction(tmp_path: Path) -> None:
+    """The same SVG as a data URL in a JSON page: withheld, neither decoded nor encoded in the store the model reads;
+    the whole output goes to `keep_original_in` only."""
+    encoded = base64.b64encode(_SVG).decode()
+    page = json.dumps({'logo': 'data:image/svg+xml;base64,' + encoded, 'pad': 'x' * 3_000})
+    kept = MemoryStore()
+    script, _ = await _run(
+        page, LocalFileStore(base_dir=tmp_path), redact_secrets=SecretRedaction(keep_original_in=kept)
+    )
+    assert script.shown[0].split('\n', 1)[0] == snapshot(
+        '[`fetch` returned 7.3 KB holding a base64 blob (3.2 KB decoded), marked below; it may hold a secret, so the whole output is not kept.]'
+    )
+    assert script.files[0] == []
+    for payload in tmp_path.rglob('*'):
+        if payload.is_file():
+            assert GITHUB[:12].encode() not in payload.read_bytes()
+            assert encoded[:40].encode() not in payload.read_bytes()
+    assert list(kept.payloads.values()) == [page.encode()]

@@ -140,16 +140,20 @@ async def test_a_near_miss_is_left_exactly_as_it_was(name: str, tmp_path: Path) 
     assert await store.read(handle.group(1)) == text.encode()
 
 
-async def test_a_secret_encoded_in_a_data_url_stays_encoded_with_redaction_on(tmp_path: Path) -> None:
-    """Decoded, the data URL's text would show a token redaction never saw: it is left in place, encoded."""
+async def test_a_secret_encoded_in_a_data_url_is_withheld_with_redaction_on(tmp_path: Path) -> None:
+    """Decoded, the data URL's text would show a token redaction never saw; encoded, the model could decode it:
+    neither form is stored where the model reads, and the marker says why."""
     env = f'GITHUB_TOKEN={GITHUB}\n' + 'X=1\n' * 100
-    url = 'data:text/plain;base64,' + base64.b64encode(env.encode()).decode()
-    text = json.dumps({'env': url, 'pad': 'y' * 3_000})
+    encoded = base64.b64encode(env.encode()).decode()
+    text = json.dumps({'env': 'data:text/plain;base64,' + encoded, 'pad': 'y' * 3_000})
     shown, _ = await _run(text, tmp_path, bands=[Band(over=2_000, action=Spill())], redact_secrets=SecretRedaction())
-    assert 'base64 blob' not in shown
+    assert shown.split('\n', 1)[0] == snapshot(
+        '[`fetch` returned 3.7 KB holding a base64 blob (454 bytes decoded), marked below; it may hold a secret, so the whole output is not kept.]'
+    )
     for payload in tmp_path.rglob('*'):
         if payload.is_file():
             assert GITHUB[:12].encode() not in payload.read_bytes()
+            assert encoded[:40].encode() not in payload.read_bytes()
 
 
 async def test_a_secret_beside_a_blob_is_masked_and_the_blob_moves_out(tmp_path: Path) -> None:

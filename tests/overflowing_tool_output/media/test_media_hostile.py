@@ -168,12 +168,17 @@ _BINARY_BLOBS = {
 
 
 @pytest.mark.parametrize('name', list(_BINARY_BLOBS))
-async def test_a_binary_blob_holding_a_secret_stays_encoded(name: str, tmp_path: Path) -> None:
-    """Decoded and stored, the blob's hex dump (or its page, rendered) would spell the token: it stays in place."""
-    script = await _run(_BINARY_BLOBS[name](), tmp_path)
+async def test_a_binary_blob_holding_a_secret_is_withheld(name: str, tmp_path: Path) -> None:
+    """Decoded and stored, the blob's hex dump (or its page, rendered) would spell the token; stored encoded, the
+    model could decode it: nothing of it is stored where the model reads, and its marker says why."""
+    value = _BINARY_BLOBS[name]()
+    encoded = max(json.loads(value).values(), key=lambda text: len(set(text))).split(',')[-1]
+    script = await _run(value, tmp_path)
     (shown,) = script.shown
-    assert 'base64 blob' not in shown and 'saved as handle' not in shown
+    assert 'so the whole output is not kept' in shown and 'withheld: it may hold a secret (' in shown
+    assert 'saved as handle' not in shown
     assert _files_holding(tmp_path, GITHUB[:12].encode()) == []
+    assert _files_holding(tmp_path, encoded[100:160].encode()) == []
 
 
 async def test_a_binary_blob_without_a_secret_still_moves_out_with_redaction_on(tmp_path: Path) -> None:
