@@ -22,7 +22,8 @@ from typing_extensions import TypeIs
 from ..._typing import is_array
 from .._actions._unit import with_notes
 from .._events import warn
-from .._offload import off_loop
+from .._offload import OFF_LOOP_BYTES, off_loop
+from ._content_images import CONTENT_IMAGES_KEY, content_image_bytes, content_image_records
 from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image, fits, pillow_available, read_info
 from ._limits import ImageTarget
 from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
@@ -132,14 +133,21 @@ async def fit_result_images(
         if content is not None
         else None
     )
-    if new_value is value and new_content is content:
+    # The images `ToolReturn.content` is sent with are recorded, so they age with this return (`_content_images`).
+    sent_with: list[dict[str, Any]] = []
+    if holds_images(new_content):
+        large = content_image_bytes(new_content) > OFF_LOOP_BYTES
+        sent_with = await off_loop(ctx, partial(content_image_records, new_content), large=large)
+    if new_value is value and new_content is content and not sent_with:
         return result  # every image fits as it is
+    notes: dict[str, Any] = {IMAGES_KEY: records} if records else {}
+    if sent_with:
+        notes[CONTENT_IMAGES_KEY] = sent_with
+    metadata = envelope.metadata if envelope is not None else None
     return ToolReturn(
         return_value=new_value,
         content=new_content,
-        metadata=with_notes(envelope.metadata if envelope is not None else None, {IMAGES_KEY: records})
-        if records
-        else (envelope.metadata if envelope is not None else None),
+        metadata=with_notes(metadata, notes) if notes else metadata,
         tools=envelope.tools if envelope is not None else None,
     )
 

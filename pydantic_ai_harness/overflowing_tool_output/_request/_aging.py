@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
@@ -392,15 +392,18 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     return due
 
 
-async def _count_new(candidates: Sequence[tuple[Any, int, ToolReturnPart]], aging: Aging, tools: AgingTools) -> None:
+async def _count_new(
+    candidates: Sequence[tuple[ModelRequest, int, ToolReturnPart]], aging: Aging, tools: AgingTools
+) -> None:
     """Count the returns not counted yet, all at once (in a worker thread when together they are large)."""
     new: list[ToolReturnPart] = []
     texts: list[str] = []
-    for _, _, part in candidates:
+    for message, index, part in candidates:
         if tools.counts.known(part) is not None:
             continue
         if tools.images is not None and tools.images.holds(part):
-            tools.counts.add(part, tools.images.tokens(part, tools.count))  # a few short texts and image headers
+            # A few short texts and image headers (its `ToolReturn.content`'s too, found in its request).
+            tools.counts.add(part, tools.images.tokens(part, tools.count, message, index))
             continue
         text = part.model_response_str()
         if 4 * len(text) < aging.min_tokens:  # a token covers at least one byte, a character at most four
@@ -461,7 +464,9 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {replaced}'
                 parts[item.index] = _marked_failed(item.part, failure)
                 continue
-            parts[item.index], item_handles = replaced
+            parts[item.index], item_handles, prompt = replaced
+            if prompt is not None:  # its `ToolReturn.content`, sent as a prompt part of the same request
+                parts[prompt[0]] = prompt[1]
             handles.extend(item_handles)
             aged += 1
             tokens_before += item.tokens
@@ -503,13 +508,17 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
     return AgedBatch(replacements, aged, tokens_before, tokens_after, tuple(handles), failure)
 
 
-async def _age_images(item: DueReturn, tools: AgingTools, images: ImageAging) -> tuple[ToolReturnPart, list[str]] | str:
-    """`item`, a return holding images, as its stub (`_media._aging`), and the handles it names; or why not."""
+async def _age_images(
+    item: DueReturn, tools: AgingTools, images: ImageAging
+) -> tuple[ToolReturnPart, list[str], tuple[int, UserPromptPart] | None] | str:
+    """`item`, a return holding images, as its stub (`_media._aging`), the handles it names, and the prompt part of
+    its `ToolReturn.content` with its images replaced (with its place in the request); or why not.
+    """
     from .._media._aging import aged_image_notes
 
     run_id = item.message.run_id or tools.run_id or 'run'
     key = f'{run_id}/{item.part.tool_call_id}/aged'
-    aged = await images.age(item.part, key, tools.write, tools.timeout)
+    aged = await images.age(item.part, key, tools.write, tools.timeout, item.message, item.index)
     if isinstance(aged, str):
         return aged
     notes: dict[str, Any] = {
@@ -524,7 +533,7 @@ async def _age_images(item: DueReturn, tools: AgingTools, images: ImageAging) ->
         notes[f'{AGED_PREFIX}_key'] = key
     metadata = with_notes(item.part.metadata, notes)
     handles = [*aged.image_handles, *([aged.text_handle] if aged.text_handle is not None else [])]
-    return dataclasses.replace(item.part, content=aged.stub, metadata=metadata), handles
+    return dataclasses.replace(item.part, content=aged.stub, metadata=metadata), handles, aged.prompt
 
 
 def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:
