@@ -97,7 +97,7 @@ async def test_forty_screenshots_in_tool_return_content_age_and_read_back(tmp_pa
             "[Image from `shot` moved out of context, stored under 'e5gb8mbqb0': view_tool_result_image(handle) shows it.]"
         ]
     )
-    steps = {returns[index].metadata['overflow_aged_step'] for index in aged}  # pyright: ignore[reportOptionalSubscript]
+    steps = {returns[index].metadata['overflow_aged_step'] for index in aged}
     assert len(steps) < len(aged) // 2  # a few batches, not one per request
 
 
