@@ -30,8 +30,6 @@ from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
 from ._images import small_png
 from .test_image_band import Scripted
 
-from pydantic_ai import BinaryContent
-
 pytestmark = pytest.mark.anyio
 
 
