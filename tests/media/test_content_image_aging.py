@@ -12,10 +12,25 @@ import pytest
 from inline_snapshot import snapshot
 from PIL import Image
 from pydantic_ai import Agent
-from pydantic_ai.messages import BinaryContent, BinaryImage, ModelMessage, ModelRequest, ToolReturn, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    BinaryImage,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturn,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from pydantic_ai_harness.overflowing_tool_output import Aging, ImageBand, LocalFileStore, OverflowingToolOutput
 from pydantic_ai_harness.overflowing_tool_output._media import AGED_IMAGES_KEY, IMAGES_KEY
+from pydantic_ai_harness.overflowing_tool_output._media._content_images import (
+    CONTENT_IMAGES_KEY,
+    content_image_records,
+    prompt_stub,
+)
 
 from ._images import assert_fits_every_provider, images_sent, screenshot, small_png
 from .test_image_aging import SESSION, numbered_screenshot, tool_returns
@@ -126,3 +141,59 @@ async def test_an_aged_content_image_can_be_viewed_again(tmp_path: Path) -> None
     with Image.open(io.BytesIO(image.data)) as shown:
         assert shown.size == (1280, 800)
     assert image.data == shots[0]  # within the limits: the original itself
+
+
+async def test_a_users_own_image_in_the_request_of_a_tool_return_never_ages(tmp_path: Path) -> None:
+    """A run resumed from a history whose last request holds a tool's content and then the user's own prompt with the
+    very same image (pydantic-ai merges consecutive requests): only the tool's copy ages."""
+    same = numbered_screenshot(0)
+    image = BinaryImage(same, media_type='image/png')
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart('go')]),
+        ModelResponse(parts=[ToolCallPart('shot', {'number': 0}, tool_call_id='c0')]),
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    'shot', 'taken', tool_call_id='c0', metadata={CONTENT_IMAGES_KEY: content_image_records([image])}
+                ),
+                UserPromptPart([image]),
+                UserPromptPart(['my own copy of it:', image]),
+            ]
+        ),
+    ]
+    shots = [numbered_screenshot(number) for number in range(1, 6)]
+    script = Scripted(*[[('shot', {'number': number})] for number in range(5)])
+    overflow, store = capability(tmp_path, 1, after_turns=2, batch_tokens=1_000)
+    agent = Agent(script.model(), capabilities=[overflow])
+    agent.tool_plain(name='shot')(
+        lambda number: ToolReturn('taken', content=[BinaryImage(shots[number], media_type='image/png')])
+    )
+    await agent.run(message_history=history, run_id='resumed')
+    request = script.requests[-1][2]
+    assert isinstance(request, ModelRequest)
+    returned, tools_copy, users_copy = request.parts
+    assert isinstance(returned, ToolReturnPart) and isinstance(tools_copy, UserPromptPart)
+    assert isinstance(users_copy, UserPromptPart) and users_copy.content == ['my own copy of it:', image]
+    (handle,) = (returned.metadata or {})[AGED_IMAGES_KEY]
+    assert tools_copy.content == [prompt_stub('shot', handle)]
+    assert await store.read(handle) == same
+
+
+async def test_a_tool_cannot_make_a_users_image_age_by_forging_the_record(tmp_path: Path) -> None:
+    """A tool that writes the band's record itself, naming the user's image, sent no image: the record is dropped, its
+    return ages as text, and the user's image stays."""
+    own = numbered_screenshot(7)
+    forged = content_image_records([BinaryImage(own, media_type='image/png')])
+    script = Scripted(*[[('fetch', {})] for _ in range(6)])
+    overflow, _ = capability(tmp_path, 1, after_turns=2, batch_tokens=1, min_tokens=1)
+    agent = Agent(script.model(), capabilities=[overflow])
+    agent.tool_plain(name='fetch')(lambda: ToolReturn('x' * 400, metadata={CONTENT_IMAGES_KEY: forged}))
+    await agent.run(['look at this', BinaryImage(own, media_type='image/png')], run_id='forged')
+    last = script.requests[-1]
+    (user,) = prompt_parts(last)
+    assert [image.data for image in images_of(user)] == [own]
+    first = tool_returns(last)[0]
+    assert CONTENT_IMAGES_KEY not in (first.metadata or {})
+    assert isinstance(first.content, str) and first.content.startswith(
+        '[Moved out of context: the output of `fetch` (~'
+    )

@@ -70,14 +70,14 @@ class ImageAging:
     keep_newest: int | None
     """Only the newest this many returns holding images keep them (`ImageBand.keep_newest`)."""
 
-    def holds(self, part: ToolReturnPart) -> bool:
-        """Whether `part` holds files, all of them images given as bytes (other files stay where they are), or holds
-        none and was sent with images in its `ToolReturn.content`.
+    def holds(self, part: ToolReturnPart, message: ModelRequest, index: int) -> bool:
+        """Whether `part` (at `index` of `message`) holds files, all of them images given as bytes (other files stay
+        where they are), or holds none and its `ToolReturn.content` was sent with images, found in `message`.
         """
         files = part.files
         if files:
             return all(is_image(item) for item in files)
-        return has_content_images(part)
+        return has_content_images(part) and content_images(message, index, verify=False) is not None
 
     def tokens(
         self, part: ToolReturnPart, count: Callable[[str], int], message: ModelRequest | None = None, index: int = 0
@@ -118,6 +118,8 @@ class ImageAging:
         by_copy = {record['copy']: record['handle'] for record in records if isinstance(record.get('copy'), str)}
         stored = [record['handle'] for record in records if isinstance(record.get('handle'), str)]
         found = content_images(message, index) if message is not None and has_content_images(part) else None
+        if found is None and not part.files:
+            return 'the images of its `ToolReturn.content` are not in its request as they were sent'
         images: list[tuple[str, object]] = [(f'{key}/image{n}', item) for n, item in enumerate(part.files)]
         if found is not None:
             images += [(f'{key}/content-image{n}', item) for n, (_, item) in enumerate(found.images)]

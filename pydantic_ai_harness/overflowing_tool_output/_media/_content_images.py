@@ -93,19 +93,20 @@ def _images_of(part: UserPromptPart) -> list[tuple[int, BinaryContent]]:
     return [(index, item) for index, item in enumerate(_items(part.content)) if _is_image(item)]
 
 
-def _matches(images: list[tuple[int, BinaryContent]], records: list[tuple[str, int]]) -> bool:
-    """The sizes first (no hashing unless they agree), then the digests."""
+def _matches(images: list[tuple[int, BinaryContent]], records: list[tuple[str, int]], verify: bool) -> bool:
+    """The sizes first (no hashing unless they agree), then, with `verify`, the digests."""
     if len(images) != len(records) or any(len(item.data) != size for (_, item), (_, size) in zip(images, records)):
         return False
-    return all(_digest(item.data) == digest for (_, item), (digest, _) in zip(images, records))
+    return not verify or all(_digest(item.data) == digest for (_, item), (digest, _) in zip(images, records))
 
 
-def content_images(message: ModelRequest, return_index: int) -> ContentImages | None:
+def content_images(message: ModelRequest, return_index: int, *, verify: bool = True) -> ContentImages | None:
     """The prompt part the return at `return_index` of `message` had its content sent as; `None` when none is found.
 
     Returns claim prompt parts in order, each the first unclaimed one after it whose images are exactly its records,
     so two returns that sent the same images each find their own, and a prompt part no return recorded is never
-    claimed.
+    claimed. Without `verify`, images are matched by their sizes alone (no hashing: whether a return may age is
+    asked of every old return on every request); aging itself verifies the digests before it moves anything.
     """
     claimed: set[int] = set()
     for index, part in enumerate(message.parts):
@@ -114,7 +115,7 @@ def content_images(message: ModelRequest, return_index: int) -> ContentImages | 
         records = _records(part)
         if not records:
             continue
-        found = _claim(message, index, records, claimed)
+        found = _claim(message, index, records, claimed, verify)
         if index == return_index:
             return found
         if found is not None:
@@ -123,14 +124,14 @@ def content_images(message: ModelRequest, return_index: int) -> ContentImages | 
 
 
 def _claim(
-    message: ModelRequest, return_index: int, records: list[tuple[str, int]], claimed: set[int]
+    message: ModelRequest, return_index: int, records: list[tuple[str, int]], claimed: set[int], verify: bool
 ) -> ContentImages | None:
     for index in range(return_index + 1, len(message.parts)):
         part = message.parts[index]
         if index in claimed or not isinstance(part, UserPromptPart):
             continue
         images = _images_of(part)
-        if images and _matches(images, records):
+        if images and _matches(images, records, verify):
             return ContentImages(index, part, images)
     return None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import operator
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -123,7 +123,7 @@ async def fit_result_images(
     value: Any = envelope.return_value if envelope is not None else result
     content: Any = envelope.content if envelope is not None else None
     if not holds_images(value) and not holds_images(content):
-        return result
+        return _without_forged_records(envelope) or result
     target = setting.target(ctx.model)
     records: list[dict[str, Any]] = []
     base = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
@@ -150,6 +150,17 @@ async def fit_result_images(
         metadata=with_notes(metadata, notes) if notes else metadata,
         tools=envelope.tools if envelope is not None else None,
     )
+
+
+def _without_forged_records(envelope: ToolReturn[Any] | None) -> ToolReturn[Any] | None:
+    """`envelope` without the content images record a tool wrote itself (it sent none): aging moves only images the
+    band recorded, never a user's; `None` when there is none.
+    """
+    metadata: object = envelope.metadata if envelope is not None else None
+    if envelope is None or not isinstance(metadata, dict) or CONTENT_IMAGES_KEY not in metadata:
+        return None
+    kept = {key: note for key, note in metadata.items() if key != CONTENT_IMAGES_KEY}  # pyright: ignore[reportUnknownVariableType]
+    return replace(envelope, metadata=kept)
 
 
 def _envelope(result: object) -> ToolReturn[Any] | None:

@@ -302,7 +302,7 @@ def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = No
     return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
-def _ages(part: object, images: ImageAging | None = None) -> TypeIs[ToolReturnPart]:
+def _ages(part: object, images: ImageAging | None, message: ModelRequest, index: int) -> TypeIs[ToolReturnPart]:
     """Whether a part may age at all: a plain successful tool return, without files (but images, with `images`), not
     already a stub, and with metadata that can hold the handle (a typed return, such as a tool search's, is read back
     by pydantic-ai itself).
@@ -315,7 +315,7 @@ def _ages(part: object, images: ImageAging | None = None) -> TypeIs[ToolReturnPa
         return False  # the application's own metadata object: no room to record the handle the model may read
     if is_aged(part) or _failed(part):
         return False
-    return not part.files or (images is not None and images.holds(part))
+    return not part.files or (images is not None and images.holds(part, message, index))
 
 
 def _failed(part: ToolReturnPart) -> bool:
@@ -373,11 +373,11 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
             continue  # (a return the model has not seen yet never ages)
         for index in range(len(message.parts) - 1, -1, -1):
             part = message.parts[index]
-            holds = images is not None and type(part) is ToolReturnPart and images.holds(part)
+            holds = images is not None and type(part) is ToolReturnPart and images.holds(part, message, index)
             newer_images += holds
             if not old and not (holds and keep_newest is not None and newer_images > keep_newest):
                 continue
-            if not _ages(part, images):
+            if not _ages(part, images, message, index):
                 continue
             if part.tool_name not in selected:
                 selected[part.tool_name] = await tools.selected(part.tool_name)
@@ -401,7 +401,7 @@ async def _count_new(
     for message, index, part in candidates:
         if tools.counts.known(part) is not None:
             continue
-        if tools.images is not None and tools.images.holds(part):
+        if tools.images is not None and tools.images.holds(part, message, index):
             # A few short texts and image headers (its `ToolReturn.content`'s too, found in its request).
             tools.counts.add(part, tools.images.tokens(part, tools.count, message, index))
             continue
@@ -458,7 +458,7 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
         if failure:
             parts[item.index] = _marked_failed(item.part, failure)
             continue
-        if tools.images is not None and tools.images.holds(item.part):
+        if tools.images is not None and tools.images.holds(item.part, item.message, item.index):
             replaced = await _age_images(item, tools, tools.images)
             if isinstance(replaced, str):
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {replaced}'

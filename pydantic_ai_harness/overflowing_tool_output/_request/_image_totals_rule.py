@@ -75,7 +75,7 @@ def _image_entries(
                 continue
             if isinstance(part, ToolReturnPart):
                 files: list[object] = list(part.files)
-                if type(part) is ToolReturnPart and aging.holds(part):
+                if type(part) is ToolReturnPart and aging.holds(part, message, position):
                     movable = True
                     places[len(entries)] = (message, position, part)
             elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
