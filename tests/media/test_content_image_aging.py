@@ -35,6 +35,7 @@ from pydantic_ai_harness.overflowing_tool_output._media._content_images import (
 from ._images import assert_fits_every_provider, images_sent, screenshot, small_png
 from .test_image_aging import SESSION, numbered_screenshot, tool_returns
 from .test_image_band import Scripted
+from .test_image_request_totals import PHOTOS, photo
 
 pytestmark = pytest.mark.anyio
 
@@ -197,3 +198,26 @@ async def test_a_tool_cannot_make_a_users_image_age_by_forging_the_record(tmp_pa
     assert isinstance(first.content, str) and first.content.startswith(
         '[Moved out of context: the output of `fetch` (~'
     )
+
+
+async def test_heavy_photos_in_tool_return_content_never_add_up_past_what_a_request_takes(tmp_path: Path) -> None:
+    """Without `Aging`: 25 photos of ~0.9 MB in `ToolReturn.content` are 30 MB of base64 together; the image band
+    moves the oldest returns out with their content images until each request fits every provider."""
+    script = Scripted(*[[('photo', {'number': number})] for number in range(PHOTOS)])
+    store = LocalFileStore(base_dir=tmp_path)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store, images=ImageBand())])
+    agent.tool_plain(name='photo')(
+        lambda number: ToolReturn(f'photo {number}', content=[BinaryImage(photo(number), media_type='image/jpeg')])
+    )
+    await agent.run('look', run_id='photos')
+    sent = [images_sent(request) for request in script.requests]
+    for images in sent:
+        assert_fits_every_provider(images)
+    assert len(sent[-1]) < PHOTOS and sent[-1][-1].data == photo(PHOTOS - 1)
+    returns = tool_returns(script.requests[-1])
+    moved = [part for part in returns if AGED_IMAGES_KEY in (part.metadata or {})]
+    assert len(moved) + len(sent[-1]) == PHOTOS
+    for number, part in enumerate(returns):
+        if part in moved:
+            (handle,) = (part.metadata or {})[AGED_IMAGES_KEY]
+            assert await store.read(handle) == photo(number)
