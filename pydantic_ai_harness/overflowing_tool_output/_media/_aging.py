@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart, UserPromptPart
 
 from ..._typing import is_list, is_mapping
+from .._offload import OFF_LOOP_BYTES
 from .._query_tools._names import offered_names
 from ._content_images import ContentImages, aged_prompt_part, content_images, has_content_images
 from ._images import IMAGES_KEY, is_image
@@ -27,7 +29,7 @@ from ._markers import VIEW_TOOL_NAME
 from ._sniff import sniff_image
 from ._view_tool import AGED_IMAGES_KEY
 
-__all__ = ('AgedImages', 'ImageAging', 'aged_image_notes')
+__all__ = ('AgedImages', 'ImageAging', 'OffLoop', 'aged_image_notes')
 
 _UNKNOWN_IMAGE_TOKENS = 1_600
 """The token estimate of an image whose header cannot be read (Anthropic's cost of an image at its resize edge)."""
@@ -37,6 +39,22 @@ _INLINE_TEXT_CHARS = 120
 that gets it back would cost more than the text."""
 
 Write = Callable[[str, bytes, float], Awaitable[tuple[str | None, str]]]
+
+_T = TypeVar('_T')
+
+
+class OffLoop(Protocol):
+    """Runs a CPU-bound step in a worker thread when `large` (in place in durable workflow code): `_offload.off_loop`
+    for the run.
+    """
+
+    def __call__(self, work: Callable[[], _T], large: bool) -> Awaitable[_T]:
+        """`work()`, off the event loop when `large`."""
+        ...
+
+
+async def _in_place(work: Callable[[], _T], large: bool) -> _T:
+    return work()
 
 
 @dataclass(frozen=True)
@@ -93,7 +111,10 @@ class ImageAging:
         `message`, those of its `ToolReturn.content` too.
         """
         own = sum(self._image_tokens(item) for item in part.files if is_image(item))
-        found = content_images(message, index) if message is not None and has_content_images(part) else None
+        # Pricing needs no proof the images are the ones recorded (sizes agree); moving them does (`age`).
+        found = (
+            content_images(message, index, verify=False) if message is not None and has_content_images(part) else None
+        )
         return own + (sum(self._image_tokens(item) for _, item in found.images) if found is not None else 0)
 
     def _image_tokens(self, item: object) -> int:
@@ -110,14 +131,16 @@ class ImageAging:
         timeout: float,
         message: ModelRequest | None = None,
         index: int = 0,
+        off_loop: OffLoop | None = None,
     ) -> AgedImages | str:
         """Store what is not stored yet and build the stub (and, with `message`, the prompt part of its
-        `ToolReturn.content` with stubs for its images); the reason instead when a write failed.
+        `ToolReturn.content` with stubs for its images, found by their digests, computed `off_loop`); the reason
+        instead when a write failed.
         """
         records = _records(part.metadata)
         by_copy = {record['copy']: record['handle'] for record in records if isinstance(record.get('copy'), str)}
         stored = [record['handle'] for record in records if isinstance(record.get('handle'), str)]
-        found = content_images(message, index) if message is not None and has_content_images(part) else None
+        found = await _verified(part, message, index, off_loop or _in_place)
         if found is None and not part.files:
             return 'the images of its `ToolReturn.content` are not in its request as they were sent'
         images: list[tuple[str, object]] = [(f'{key}/image{n}', item) for n, item in enumerate(part.files)]
@@ -150,6 +173,19 @@ class ImageAging:
         inline = own if text_handle is None else ''
         stub = _stub(part.tool_name, described, text_handle, inline)
         return AgedImages(stub, handles, text_handle, len(text), prompt)
+
+
+async def _verified(
+    part: ToolReturnPart, message: ModelRequest | None, index: int, off_loop: OffLoop
+) -> ContentImages | None:
+    """The prompt part of `part`'s `ToolReturn.content`, its images' digests checked against the band's records."""
+    if message is None or not has_content_images(part):
+        return None
+    candidate = content_images(message, index, verify=False)
+    if candidate is None:
+        return None
+    large = sum(len(item.data) for _, item in candidate.images) > OFF_LOOP_BYTES
+    return await off_loop(partial(content_images, message, index), large)
 
 
 def _aged_prompt(

@@ -32,7 +32,7 @@ from .._rendering._markers import kept_for
 from .._rendering._text_wrapper import wrapped_text
 
 if TYPE_CHECKING:
-    from .._media._aging import ImageAging
+    from .._media._aging import ImageAging, OffLoop
 
 __all__ = (
     'AGED_PREFIX',
@@ -219,6 +219,9 @@ class AgingTools:
 
     images: ImageAging | None = None
     """How returns holding images age (`ImageBand`); `None`: they stay where they are."""
+
+    off_loop: OffLoop | None = None
+    """Runs a CPU-bound step of the run off the event loop when large (the digests of images aging moves)."""
 
 
 @dataclass(frozen=True)
@@ -518,7 +521,7 @@ async def _age_images(
 
     run_id = item.message.run_id or tools.run_id or 'run'
     key = f'{run_id}/{item.part.tool_call_id}/aged'
-    aged = await images.age(item.part, key, tools.write, tools.timeout, item.message, item.index)
+    aged = await images.age(item.part, key, tools.write, tools.timeout, item.message, item.index, tools.off_loop)
     if isinstance(aged, str):
         return aged
     notes: dict[str, Any] = {
