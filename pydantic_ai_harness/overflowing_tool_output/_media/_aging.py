@@ -5,7 +5,7 @@ file in it is an image given as bytes, or it was sent with images in `ToolReturn
 tokens plus each image's, as the serving provider counts them), and, when its batch goes, the stub. An image whose
 original was stored when it arrived (a fitted copy) is named by that original's handle; one sent as it was is written
 now. The return's own text (not the image band's markers, which only name handles) is written as text, as aging
-writes any return. The images of its `ToolReturn.content` (a prompt part of the same request, `_content_images`) go
+writes any return; a caption (up to `_INLINE_TEXT_CHARS`) stays in the stub instead. The images of its `ToolReturn.content` (a prompt part of the same request, `_content_images`) go
 with it, each replaced by a one-line stub naming its handle. Nothing is dropped: the first write that fails keeps the
 return, and its content, where they are.
 """
