@@ -166,3 +166,26 @@ Last lines (95-96):
     assert viewed(returns(script.requests[2])[-1]) == snapshot(
         ("Region x=0..2424, y=0..3136 of the 2424x3136 image 'wnhytzv16g' (scaled to 942x1219):", (942, 1219))
     )
+
+
+async def test_another_document_in_a_list_is_reduced_as_a_lone_one_is(tmp_path: Path) -> None:
+    """A 54 KB CSV given as bytes beside a caption: spilled with a preview, exactly as the same file returned alone."""
+    table = ('id,name,amount\n' + ''.join(f'{row},name{row},{row * 3}\n' for row in range(3000))).encode()
+    shown: list[object] = []
+    for value in (
+        BinaryContent(table, media_type='text/csv'),
+        ['a table:', BinaryContent(table, media_type='text/csv')],
+    ):
+        script = Scripted([('table', {})])
+        store = LocalFileStore(base_dir=tmp_path / str(len(shown)))
+        agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store)])
+        agent.tool_plain(name='table')(lambda value=value: value)
+        await agent.run('sum it', run_id='run-1')
+        (part,) = returns(script.requests[1])
+        found = re.search(r"Saved in full under handle '([^']+)'", str(part.content))
+        assert found is not None and await store.read(found.group(1)) == table
+        shown.append(part.content)
+    alone, listed = shown
+    assert isinstance(listed, list) and listed[0] == 'a table:'
+    # The same preview; only the handle differs (the file's key names its place in the list: `file1`).
+    assert re.sub(r"'\w+'", 'H', str(alone)) == re.sub(r"'\w+'", 'H', listed[1])
