@@ -100,9 +100,7 @@ async def test_forty_screenshots_in_tool_return_content_age_and_read_back(tmp_pa
             assert await store.read(stored[0]['handle']) == shots[number]
         else:
             assert image.data == shots[number]
-    assert returns[1].content == snapshot(
-        "[Moved out of context: the output of `shot` (1 image). Stored under '6w0z9wqpdt' (1280x800 PNG): view_tool_result_image(handle) shows one again. Its text: screen 1 taken]"
-    )
+    assert returns[1].content == snapshot('screen 1 taken')
     assert from_tools[1].content == snapshot(
         [
             "[Image from `shot` moved out of context, stored under '6w0z9wqpdt': view_tool_result_image(handle) shows it.]"
@@ -221,3 +219,25 @@ async def test_heavy_photos_in_tool_return_content_never_add_up_past_what_a_requ
         if part in moved:
             (handle,) = (part.metadata or {})[AGED_IMAGES_KEY]
             assert await store.read(handle) == photo(number)
+
+
+async def test_a_long_text_beside_content_images_ages_with_them(tmp_path: Path) -> None:
+    """A return whose own text is more than a caption: its stub names its content's image and where its text is."""
+    shots = [numbered_screenshot(number) for number in range(4)]
+    page = '\n'.join(f'link {n}: https://example.com/{n}' for n in range(20))
+    script = Scripted(*[[('shot', {'number': number})] for number in range(4)])
+    overflow, store = capability(tmp_path, 1, after_turns=2, batch_tokens=1_000)
+    agent = Agent(script.model(), capabilities=[overflow])
+    agent.tool_plain(name='shot')(
+        lambda number: ToolReturn(page, content=[BinaryImage(shots[number], media_type='image/png')])
+    )
+    await agent.run('browse', run_id='session')
+    first = tool_returns(script.requests[-1])[0]
+    metadata: dict[str, Any] = first.metadata or {}
+    (handle,) = metadata[AGED_IMAGES_KEY]
+    assert first.content == snapshot(
+        "[Moved out of context: the output of `shot` (1 image). Stored under 'a94t8hwrgx' (1280x800 PNG): view_tool_result_image(handle) shows one again; its text is saved under handle '27s7z91x1b': read_tool_result gets it back.]"
+    )
+    assert await store.read(handle) == shots[0]
+    assert (await store.read(metadata['overflow_aged_handle'])).decode() == page
+    assert prompt_parts(script.requests[-1])[0].content == [prompt_stub('shot', handle)]

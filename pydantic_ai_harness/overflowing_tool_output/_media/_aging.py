@@ -5,9 +5,10 @@ file in it is an image given as bytes, or it was sent with images in `ToolReturn
 tokens plus each image's, as the serving provider counts them), and, when its batch goes, the stub. An image whose
 original was stored when it arrived (a fitted copy) is named by that original's handle; one sent as it was is written
 now. The return's own text (not the image band's markers, which only name handles) is written as text, as aging
-writes any return; a caption (up to `_INLINE_TEXT_CHARS`) stays in the stub instead. The images of its `ToolReturn.content` (a prompt part of the same request, `_content_images`) go
-with it, each replaced by a one-line stub naming its handle. Nothing is dropped: the first write that fails keeps the
-return, and its content, where they are.
+writes any return; a caption (up to `_INLINE_TEXT_CHARS`) stays in the stub instead. The images of its
+`ToolReturn.content` (a prompt part of the same request, `_content_images`) go with it, each replaced by a one-line
+stub naming its handle; a return that only captions them keeps its caption as it is. Nothing is dropped: the first
+write that fails keeps the return, and its content, where they are.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ async def _in_place(work: Callable[[], _T], large: bool) -> _T:
 class AgedImages:
     """What aging one return that holds images produced."""
 
-    stub: str
-    """The text the model reads in its place."""
+    stub: str | None
+    """The text the model reads in its place; `None`: it keeps its own, a caption of images sent in its
+    `ToolReturn.content` (their stubs in the prompt part name the handles)."""
 
     image_handles: list[str]
     """The handles of its images, oldest first."""
@@ -157,13 +159,16 @@ class ImageAging:
                     return reason
             handles.append(handle)
             described.append(_described(handle, records, item))
-        prompt = _aged_prompt(found, part.tool_name, handles[len(part.files) :], stored)
+        prompt = _aged_prompt(found, part.tool_name, handles[len(part.files) :])
+        text = part.model_response_str()
+        if not part.files and len(text) <= _INLINE_TEXT_CHARS:
+            # Only its content's images go: the caption stays as the tool wrote it, each image's stub beside it.
+            return AgedImages(None, handles, None, len(text), prompt)
         # Images the band stored but did not send (a bomb, no Pillow) are named by their markers: keep their handles.
         for handle in stored:
             if handle not in handles:
                 handles.append(handle)
                 described.append(f"'{handle}'")
-        text = part.model_response_str()
         own = _own_text(part, stored)
         text_handle: str | None = None
         if len(own) > _INLINE_TEXT_CHARS:
@@ -188,10 +193,8 @@ async def _verified(
     return await off_loop(partial(content_images, message, index), large)
 
 
-def _aged_prompt(
-    found: ContentImages | None, tool_name: str, handles: list[str], stored: list[str]
-) -> tuple[int, UserPromptPart] | None:
-    return (found.part_index, aged_prompt_part(found, tool_name, handles, stored)) if found is not None else None
+def _aged_prompt(found: ContentImages | None, tool_name: str, handles: list[str]) -> tuple[int, UserPromptPart] | None:
+    return (found.part_index, aged_prompt_part(found, tool_name, handles)) if found is not None else None
 
 
 def _records(metadata: object) -> list[dict[str, Any]]:

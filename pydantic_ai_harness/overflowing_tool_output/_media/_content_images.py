@@ -143,15 +143,15 @@ def prompt_stub(tool_name: str, handle: str) -> str:
     )
 
 
-def aged_prompt_part(found: ContentImages, tool_name: str, handles: list[str], stored: list[str]) -> UserPromptPart:
-    """`found`'s prompt part with each image replaced by its stub (`handles`, in order), and the band's markers that
-    name a stored original (`stored`) left out: the return's own stub names them all.
+def aged_prompt_part(found: ContentImages, tool_name: str, handles: list[str]) -> UserPromptPart:
+    """`found`'s prompt part with each image replaced by its stub (`handles`, in order), and the band's marker in
+    front of a fitted copy left out (the copy's stub names the same original). Markers of images not sent stay.
     """
     stubs = {index: prompt_stub(tool_name, handle) for (index, _), handle in zip(found.images, handles, strict=True)}
     content: list[Any] = []
     for index, item in enumerate(_items(found.part.content)):
         if index in stubs:
             content.append(stubs[index])
-        elif not (isinstance(item, str) and item.startswith('[Image ') and any(f"'{h}'" in item for h in stored)):
+        elif not (isinstance(item, str) and item.startswith('[Image ') and any(f"'{h}'" in item for h in handles)):
             content.append(item)
     return replace(found.part, content=content)

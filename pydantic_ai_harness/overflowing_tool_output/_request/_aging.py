@@ -526,7 +526,7 @@ async def _age_images(
         return aged
     notes: dict[str, Any] = {
         f'{AGED_PREFIX}_size_before': aged.text_chars,
-        f'{AGED_PREFIX}_size_after': len(aged.stub),
+        f'{AGED_PREFIX}_size_after': len(aged.stub) if aged.stub is not None else aged.text_chars,
         f'{AGED_PREFIX}_run': tools.run_id,
         f'{AGED_PREFIX}_step': tools.step,
         **aged_image_notes(aged),
@@ -536,7 +536,8 @@ async def _age_images(
         notes[f'{AGED_PREFIX}_key'] = key
     metadata = with_notes(item.part.metadata, notes)
     handles = [*aged.image_handles, *([aged.text_handle] if aged.text_handle is not None else [])]
-    return dataclasses.replace(item.part, content=aged.stub, metadata=metadata), handles, aged.prompt
+    content = aged.stub if aged.stub is not None else item.part.content  # (a caption of its content's images stays)
+    return dataclasses.replace(item.part, content=content, metadata=metadata), handles, aged.prompt
 
 
 def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:
