@@ -15,6 +15,7 @@ from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import (
+    BinaryContent,
     BinaryImage,
     ModelMessage,
     ModelRequest,
@@ -41,14 +42,17 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     step = sum(isinstance(message, ModelResponse) for message in messages)
     if step < SHOTS:
         return ModelResponse(parts=[ToolCallPart('shot', {'number': step}, tool_call_id=f'call_{step}')])
-    shown = [
-        [item if isinstance(item, str) else f'image of {len(item.data)} bytes' for item in part.content]
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+    shown = [_described(part) for message in messages if isinstance(message, ModelRequest) for part in message.parts]
+    return ModelResponse(parts=[TextPart(json.dumps([items for items in shown if items]))])
+
+
+def _described(part: object) -> list[str]:
+    """A prompt part holding a list (a `ToolReturn.content`), its images by size; `[]` for any other part."""
+    if not isinstance(part, UserPromptPart) or isinstance(part.content, str):
+        return []
+    return [
+        f'image of {len(item.data)} bytes' if isinstance(item, BinaryContent) else str(item) for item in part.content
     ]
-    return ModelResponse(parts=[TextPart(json.dumps(shown))])
 
 
 async def shot(number: int) -> ToolReturn[str]:
