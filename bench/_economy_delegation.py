@@ -111,7 +111,7 @@ class DelegationTrace:
 
 
 _HANDLE = re.compile(r"handle '([^']+)'")
-_OFFSET = re.compile(r'read around it: offset=(\d+)')
+_OFFSET = re.compile(r'read around it: .*?offset=(\d+)')
 
 
 class _Manager:

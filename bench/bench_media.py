@@ -16,7 +16,15 @@ from typing import Any
 import anyio
 from PIL import Image
 from pydantic_ai import Agent
-from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    BinaryImage,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturn,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench._report import Entry
@@ -34,7 +42,8 @@ Fit: one agent step (`Agent.run` with a scripted model) whose tool returns a scr
 calls each returning a screenshot (1280x800 PNGs, every tenth a 4880x2560 Retina one), the model's input summed over
 the 40 requests (what a session pays): cl100k tokens of the text, and each image priced by Anthropic's rule after
 its own downscaling (`PROVIDER_IMAGE_LIMITS['anthropic'].tokens`); without the capability, and with its defaults
-plus `Aging(after_turns=4, batch_tokens=4_000)` and `ImageBand(keep_newest=3)`.
+plus `Aging(after_turns=4, batch_tokens=4_000)` and `ImageBand(keep_newest=3)`. The same session again with each
+screenshot in `ToolReturn.content` beside a one-line caption (pydantic-ai sends it as a prompt part of its own).
 """
 
 SECTION = 'media'
@@ -102,7 +111,10 @@ def _request_tokens(messages: list[ModelMessage], count: Any) -> tuple[int, int]
     )
 
 
-async def _session(capability: OverflowingToolOutput[Any] | None) -> tuple[int, int, int]:
+async def _session(capability: OverflowingToolOutput[Any] | None, *, in_content: bool = False) -> tuple[int, int, int]:
+    """The session's input tokens, its last request's, and its largest request's image bytes; with `in_content`, each
+    screenshot comes in `ToolReturn.content` (sent as a prompt part of its own) beside a one-line caption.
+    """
     shots = [screenshot() if number % 10 == 9 else numbered_screenshot(number) for number in range(SESSION)]
     count = cl100k_counter()
     totals = [0, 0, 0]
@@ -117,7 +129,12 @@ async def _session(capability: OverflowingToolOutput[Any] | None) -> tuple[int, 
         return ModelResponse(parts=[TextPart('done')])
 
     agent = Agent(FunctionModel(model), capabilities=[capability] if capability else [])
-    agent.tool_plain(name='shot')(lambda number: BinaryImage(shots[number], media_type='image/png'))
+    if in_content:
+        agent.tool_plain(name='shot')(
+            lambda number: ToolReturn(f'screen {number}', content=[BinaryImage(shots[number], media_type='image/png')])
+        )
+    else:
+        agent.tool_plain(name='shot')(lambda number: BinaryImage(shots[number], media_type='image/png'))
     await agent.run('browse')
     return totals[0], totals[1], totals[2]
 
@@ -140,6 +157,26 @@ async def _run() -> list[Entry]:
         Entry(
             SECTION,
             f'{SESSION}-screenshot session: input tokens with / without',
+            ratio,
+            'x',
+            '<= 0.3x',
+            ratio <= 0.3,
+            f'{with_band[0]:,} vs {without[0]:,} tokens over {SESSION} requests; last request {with_band[1]:,} vs '
+            f'{without[1]:,}; largest request image bytes {with_band[2]:,} vs {without[2]:,}',
+        )
+    )
+    without = await _session(None, in_content=True)
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(base_dir=root / 'content-session'),
+        images=ImageBand(keep_newest=3),
+        aging=Aging(after_turns=4, batch_tokens=4_000),
+    )
+    with_band = await _session(capability, in_content=True)
+    ratio = with_band[0] / without[0]
+    entries.append(
+        Entry(
+            SECTION,
+            f'{SESSION}-screenshot session in ToolReturn.content: input tokens with / without',
             ratio,
             'x',
             '<= 0.3x',

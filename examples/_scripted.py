@@ -52,7 +52,7 @@ NOT_FOUND = 'NOT FOUND'
 # A spill preview names its handle as `handle '...'`; the query tools echo it as `handle='...'`.
 _PREVIEW_HANDLE = re.compile(r"handle '([^']+)'")
 _TOOL_HANDLE = re.compile(r"handle='([^']+)'")
-_GREP_OFFSET = re.compile(r'read around it: offset=(\d+)')
+_GREP_OFFSET = re.compile(r'read around it: .*?offset=(\d+)')
 _GREP_BYTE = re.compile(r'^byte (\d+):', re.MULTILINE)
 # A search without a handle labels each stored output's matches `-- <handle> (<tool>, N lines): ... --` and suggests
 # a read with the handle and line of its first match.

@@ -169,7 +169,7 @@ Last line (120000):
     assert f'{LOG_LINES // ERROR_EVERY} matching lines' in str(first_grep.content)  # one per ERROR line
     assert _plain(str(first_grep.content), files, handle) == snapshot("""\
 300 matching lines for 'ERROR' (literal, case-sensitive; 120000 lines searched). Showing the first 2, marked ">", with 0 lines of context:
--- match at line 8 (read around it: offset=3, limit=12) --
+-- match at line 8 (read around it: read_tool_result(handle='HANDLE', offset=3, limit=12)) --
 >  8| 2026-12-06T10:00:00 ERROR worker 0 request 7 failed: upstream timeout
 -- match at line 408 (read around it: offset=403, limit=12) --
 >408| 2026-12-06T10:00:00 ERROR worker 1 request 407 failed: upstream timeout
@@ -177,7 +177,7 @@ Last line (120000):
 """)
     assert _plain(str(fact_grep.content), files, handle) == snapshot("""\
 1 matching line for 'vault-7f3a' (literal, case-sensitive; 120000 lines searched). Showing all 1, marked ">", with 2 lines of context:
--- match at line 87655 (read around it: offset=87650, limit=12) --
+-- match at line 87655 (read around it: read_tool_result(handle='HANDLE', offset=87650, limit=12)) --
  87653| 2026-12-06T10:20:52 INFO worker 5 handled request 87652
  87654| 2026-12-06T10:20:53 INFO worker 6 handled request 87653
 >87655| FACT-LOG: the nightly backup key lives in vault-7f3a
@@ -261,7 +261,7 @@ Last line (72):
     (grep,) = session.returns('grep_tool_result')
     assert _plain(str(grep.content), files, handle) == snapshot("""\
 1 matching line for 'needle-7f3a.cfg' (literal, case-sensitive; 73 lines searched). Showing all 1, marked ">", with 3 lines of context:
--- match at line 37 (read around it: offset=32, limit=12) --
+-- match at line 37 (read around it: read_tool_result(handle='HANDLE', offset=32, limit=12)) --
  34|   "name":"pkg31",
  35|   "type":"directory",
  36|   "children":[
@@ -295,7 +295,7 @@ Last lines (1042-1043):
     (grep,) = session.returns('grep_tool_result')
     assert _plain(str(grep.content), files, handle) == snapshot("""\
 1 matching line for 'needle-7f3a.cfg' (literal, case-sensitive; 1043 lines searched). Showing all 1, marked ">", with 2 lines of context:
--- match at line 810 (read around it: offset=805, limit=12) --
+-- match at line 810 (read around it: read_tool_result(handle='HANDLE', offset=805, limit=12)) --
  808| <files>/src/pkg31/deep
  809| <files>/src/pkg31/deep/deeper
 >810| <files>/src/pkg31/deep/deeper/needle-7f3a.cfg

@@ -123,7 +123,7 @@ First bytes: 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11 12 13 14 15 1
 """)
     assert grep == snapshot("""\
 1 matching line for 'FAILED' (literal, case-sensitive; 4003 lines searched). Showing all 1, marked ">", with 1 line of context:
--- match at line 2020 (read around it: offset=2015, limit=12) --
+-- match at line 2020 (read around it: read_tool_result(handle='fffen44zdz', offset=2015, limit=12)) --
  2019| AssertionError: expected 200, got 500
 >2020| tests/test_17.py::test_case_2017 FAILED
  2021| tests/test_18.py::test_case_2018 PASSED\
@@ -152,7 +152,7 @@ frqhfqrrw7  (dump)
 fffen44zdz  (run_tests)
 Pass one of these handles exactly. A result cleaned up since needs its tool called again.\
 """)
-    assert [count(text) for text in shown] == snapshot([224, 154, 104, 186, 168, 61])
+    assert [count(text) for text in shown] == snapshot([224, 154, 115, 186, 168, 61])
 
 
 ORDERS = [

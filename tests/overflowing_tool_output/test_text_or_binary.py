@@ -70,7 +70,7 @@ Stored result '7ewszaymfa': lines 2-3 of 4000 (198891 bytes):
 """)
     assert grep == snapshot("""\
 1 matching line for 'failed' (literal, case-sensitive; 4000 lines searched). Showing all 1, marked ">", with 0 lines of context:
--- match at line 3001 (read around it: offset=2996, limit=12) --
+-- match at line 3001 (read around it: read_tool_result(handle='7ewszaymfa', offset=2996, limit=12)) --
 >3001| 2026-05-01 12:50:00 \\x1b[31mERROR\\x1b[0m request 3000 failed: quota\\x07 exceeded\\x0d (retry 2)\
 """)
     assert by_pattern == snapshot("""\

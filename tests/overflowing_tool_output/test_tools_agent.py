@@ -88,7 +88,7 @@ async def test_model_greps_then_reads_the_needle_in_a_50k_line_payload(store: Ov
         result = last_tool_return(messages)
         seen.append(result)
         if len(seen) == 2:
-            offset = int(re.search(r'read around it: offset=(\d+)', result).group(1))  # type: ignore[union-attr]
+            offset = int(re.search(r'read around it: .*?offset=(\d+)', result).group(1))  # type: ignore[union-attr]
             return ModelResponse(
                 parts=[ToolCallPart('read_tool_result', {'handle': handle, 'offset': offset, 'limit': 8})]
             )
@@ -100,7 +100,9 @@ async def test_model_greps_then_reads_the_needle_in_a_50k_line_payload(store: Ov
     grep_output, read_output = seen[1], seen[2]
     assert grep_output.startswith("1 matching line for 'needle-7f3a'")
     assert f'>27183| {NEEDLE}' in grep_output
-    assert 'read around it: offset=27178' in grep_output  # the suggested read starts a few lines above the match
+    assert (
+        f'read around it: read_tool_result(handle={handle!r}, offset=27178, limit=12)' in grep_output
+    )  # the suggested read starts a few lines above the match
     assert read_output.splitlines()[0] == (
         f'Stored result {handle!r}: lines 27178-27185 of 50000 ({len(big_log())} bytes):'
     )
@@ -258,7 +260,10 @@ async def test_grep_stays_within_its_cap_when_adjacent_matches_merge_into_one_gr
     assert len(answer) <= QueryLimits().max_output_chars
     shown = int(re.search(r'Showing the first (\d+),', answer).group(1))  # type: ignore[union-attr]
     assert 1 <= shown < 100
-    assert f'-- {shown} matches at lines 1-{shown} (read around it: offset=1, limit=12) --' in answer
+    assert (
+        f'-- {shown} matches at lines 1-{shown} (read around it: read_tool_result(handle={handle!r}, offset=1, limit=12)) --'
+        in answer
+    )
     # The next page starts after the last match shown, and the call that continues the search says so.
     assert f'max_matches=100, offset={shown + 1})' in answer
     assert 'output capped at 20000 characters' in answer

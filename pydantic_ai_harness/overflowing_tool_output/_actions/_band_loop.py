@@ -18,6 +18,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_tool_selector
 
 from .._events import report, warn
+from .._media._file_items import holds_documents, reduce_file_items
 from .._media._setting import ImageBand
 from .._media._steps import MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
@@ -152,9 +153,7 @@ class BandLoop:
         )
         # Advice to call the tool again with narrower arguments only fits a tool that takes some.
         takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
-        new_value = await self.reduce_unit(
-            ctx, call, bands, rendered_value, value, 'return_value', takes_arguments, show_images=True
-        )
+        new_value = await self._reduce_part(ctx, call, bands, rendered_value, value, 'return_value', takes_arguments)
         new_content = None
         if content is not None:
             rendered = render_content(content)
@@ -162,9 +161,7 @@ class BandLoop:
                 rendered = await off_loop(
                     ctx, partial(render_value, rendered.text, strip_ansi=True), large=large_text(rendered.text)
                 )
-            new_content = await self.reduce_unit(
-                ctx, call, bands, rendered, content, 'content', takes_arguments, show_images=True
-            )
+            new_content = await self._reduce_part(ctx, call, bands, rendered, content, 'content', takes_arguments)
         if new_value is None and new_content is None:
             return result
         return with_stored_images(reassemble(envelope, value, content, new_value, new_content), new_value, new_content)
@@ -183,13 +180,15 @@ class BandLoop:
         failure: bool = False,
         media: bool = True,
         show_images: bool = False,
+        part: str | None = None,
     ) -> Reduced | None:
         """Pick the unit's band and run its action, falling back along `then` until one reduces it.
 
         `context` is the serving model's window and its filled fraction, when a request is held for an attempt;
         otherwise the run's model's are read, if the bands need them. `failure`: the unit is a failure's message.
         `media`: a PDF or a text holding base64 blobs is taken apart first (`_media`); off for what that step hands
-        back. `show_images`: image blobs are shown beside their markers (`Reduced.shown`, which the caller sends).
+        back. `show_images`: image blobs are shown beside their markers (`Reduced.shown`, which the caller
+        sends). `part`: a file of a list, reduced on its own (`_reduce_part`).
         """
         if not bands:
             return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
@@ -226,6 +225,7 @@ class BandLoop:
             takes_arguments=takes_arguments,
             summaries=self.summaries,
             failure=failure,
+            part=part,
         )
         if media and _stores(band):
             images = self.images if show_images else None
@@ -235,7 +235,7 @@ class BandLoop:
             if reason:
                 warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')
             if step is not None:
-                return await self._after_media(ctx, call, bands, step, unit, takes_arguments, context, size)
+                return await self._after_media(ctx, call, bands, step, unit, takes_arguments, context, size, part)
         tried: list[str] = []
         for action in action_chain(band.action):
             tried.append(type(action).__name__)
@@ -250,7 +250,7 @@ class BandLoop:
                 if reduced.handle is None and rendered.wrapper is not None and reduced.value == rendered.text:
                     # A wrapped text whose JSON is over the band, shown whole: only its wrapper was left out.
                     reduced = replace(reduced, action='unwrap')
-                key = unit_key(ctx, call, unit) if reduced.handle is not None else None  # the full form
+                key = unit_key(ctx, call, unit, part) if reduced.handle is not None else None  # the full form
                 reduced = replace(reduced, size_before=rendered.size_chars, key=key)
                 await report(ctx, call.tool_name, reduced_event(call, unit, reduced, tried, size))
                 return reduced
@@ -260,6 +260,55 @@ class BandLoop:
             what = f'falling back to {type(then).__name__}' if then is not None else 'leaving it as is'
             warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
         return left_as_is(rendered, original, call.tool_name)
+
+    async def _reduce_part(
+        self,
+        ctx: RunContext[Any],
+        call: ToolCallPart,
+        bands: tuple[Band, ...],
+        rendered: Rendered,
+        original: object,
+        unit: UnitName,
+        takes_arguments: bool,
+    ) -> Reduced | None:
+        """`reduce_unit` for a tool's return value or content; a list holding documents is first reduced file by file."""
+        if bands and rendered.kind == 'multimodal' and holds_documents(original):
+            files = await self._file_items(ctx, call, bands, original, unit, takes_arguments)
+            if files is not None:
+                return files
+        return await self.reduce_unit(ctx, call, bands, rendered, original, unit, takes_arguments, show_images=True)
+
+    async def _file_items(
+        self,
+        ctx: RunContext[Any],
+        call: ToolCallPart,
+        bands: tuple[Band, ...],
+        items: Any,
+        unit: UnitName,
+        takes_arguments: bool,
+    ) -> Reduced | None:
+        """A list's documents reduced one by one (`_file_items`), then what is left of the list, as any list is."""
+
+        async def reduce_file(rendered: Rendered, item: object, part: str) -> Reduced | None:
+            return await self.reduce_unit(ctx, call, bands, rendered, item, unit, takes_arguments, part=part)
+
+        files = await reduce_file_items(items, reduce_file)
+        if files is None:
+            return None
+        rest = render_content(files.items) if unit == 'content' else render_value(files.items)
+        outer = await self.reduce_unit(ctx, call, bands, rest, files.items, unit, takes_arguments, media=False)
+        if outer is not None:  # (what is left is text, over its band: reduced as text, the documents' text in it)
+            return replace(outer, images=(*files.images(), *outer.images))
+        first = files.stored()
+        return Reduced(
+            files.items,
+            'spill' if first is not None else 'render',
+            first.handle if first is not None else None,
+            first.nbytes if first is not None else None,
+            size_before=files.document_bytes,
+            key=first.key if first is not None else None,
+            images=files.images(),
+        )
 
     async def _after_media(
         self,
@@ -271,6 +320,7 @@ class BandLoop:
         takes_arguments: bool,
         context: tuple[int | None, float | None] | None,
         measured: int,
+        part: str | None = None,
     ) -> Reduced:
         """What the media step left (a PDF's text, a text with markers), reduced by the bands in turn, behind its
         header; the original's handle when nothing else was stored.
@@ -278,7 +328,16 @@ class BandLoop:
         size_before = self.measure(step.rendered) if step.rendered is not None else 0
         inner = (
             await self.reduce_unit(
-                ctx, call, bands, step.rendered, step.rendered.text, unit, takes_arguments, context, media=False
+                ctx,
+                call,
+                bands,
+                step.rendered,
+                step.rendered.text,
+                unit,
+                takes_arguments,
+                context,
+                media=False,
+                part=part,
             )
             if step.rendered is not None
             else None
@@ -292,7 +351,7 @@ class BandLoop:
             step.handle,
             step.nbytes,
             size_before=size_before or measured,
-            key=unit_key(ctx, call, unit),
+            key=unit_key(ctx, call, unit, part),
             images=step.images,
             shown=step.shown,
         )

@@ -116,10 +116,13 @@ class ActionContext:
     failure: bool = False
     """Whether the unit is the message of the tool's failure (`ModelRetry`, `ToolFailed`), not what it returned."""
 
+    part: str | None = None
+    """For a file of a list reduced on its own, its part of the key (`file2`): each is stored apart."""
+
     @property
     def key(self) -> str:
         """The key this unit is stored under."""
-        return unit_key(self.run, self.call, self.unit)
+        return unit_key(self.run, self.call, self.unit, self.part)
 
     def run_store(self) -> OverflowStore:
         """The store this run writes to directly (streamed writes): the workspace first, when one is attached."""
@@ -143,10 +146,13 @@ def handle_place(store: OverflowStore, workspace: WorkspaceSpill | None, handle:
     return {'path': handle, 'query_tools': workspace.query_tools == 'always', 'expires_after': workspace.cleanup_after}
 
 
-def unit_key(ctx: RunContext[Any], call: ToolCallPart, unit: UnitName) -> str:
-    """`<run id>/<tool call id>/<retry>`, with `/content` for a `ToolReturn`'s content."""
+def unit_key(ctx: RunContext[Any], call: ToolCallPart, unit: UnitName, part: str | None = None) -> str:
+    """`<run id>/<tool call id>/<retry>`, with `/content` for a `ToolReturn`'s content, and `/<part>` for a file
+    of a list reduced on its own (`file2`).
+    """
     key = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
-    return f'{key}/content' if unit == 'content' else key
+    key = f'{key}/content' if unit == 'content' else key
+    return f'{key}/{part}' if part is not None else key
 
 
 def estimate_tokens_of(rendered: Rendered) -> int:

@@ -4,13 +4,16 @@ them again.
 The reusable core of the image band: `_limits` (each provider's published image limits, with sources, and the
 defaults every provider accepts), `_sniff` (type and size from the header, so bombs are refused undecoded), `_fit`
 (fit or crop with Pillow, blocking: run it in a worker thread), `_images` (a tool return's images fitted and their
-originals stored), `_view_tool` (the model's crop/zoom read by handle) and `_markers` (what the model reads).
+originals stored), `_content_images` (which images of `ToolReturn.content` are a return's, so they age with it),
+`_view_tool` (the model's crop/zoom read by handle) and `_markers` (what the model reads).
 Documents and blobs: `_pdf` (a PDF's pages and text, a page rendered), `_blobs` (data URLs and base64 runs found
-and replaced) and `_steps` (the band loop's step that takes them apart).
+and replaced), `_steps` (the band loop's step that takes them apart) and `_file_items` (each document of a list
+reduced on its own).
 """
 
 from __future__ import annotations
 
+from ._content_images import CONTENT_IMAGES_KEY
 from ._fit import (
     DEFAULT_MAX_DECODE_PIXELS,
     FittedImage,
@@ -30,6 +33,7 @@ from ._view_tool import AGED_IMAGES_KEY, build_view_toolset, images_in_conversat
 
 __all__ = (
     'AGED_IMAGES_KEY',
+    'CONTENT_IMAGES_KEY',
     'DEFAULT_MAX_DECODE_PIXELS',
     'DEFAULT_TARGET',
     'IMAGES_KEY',

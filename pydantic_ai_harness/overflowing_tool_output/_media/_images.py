@@ -24,6 +24,7 @@ from .._actions._unit import with_notes
 from .._events import warn
 from .._offload import OFF_LOOP_BYTES, off_loop
 from .._redaction._withhold import SecretWithholding
+from ._content_images import CONTENT_IMAGES_KEY, content_image_bytes, content_image_records
 from ._fit import FittedImage, ImageRefused, PillowMissing, fit_image, fits, pillow_available, read_info
 from ._limits import ImageTarget
 from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
@@ -127,23 +128,41 @@ async def fit_result_images(
     value: Any = envelope.return_value if envelope is not None else result
     content: Any = envelope.content if envelope is not None else None
     if not holds_images(value) and not holds_images(content):
-        return result
+        return _without_forged_records(envelope) or result
     target = setting.target(ctx.model)
     records: list[dict[str, Any]] = []
     base = f'{ctx.run_id}/{call.tool_call_id}/{ctx.retry}'
     unit = _Unit(ctx, call, f'{base}/image', target, setting, write, records, fit, withholding)
     new_value = await _fit_value(unit, value)
     new_content = await _fit_value(replace(unit, key=f'{base}/content/image'), content) if content is not None else None
-    if new_value is value and new_content is content:
+    # The images `ToolReturn.content` is sent with are recorded, so they age with this return (`_content_images`).
+    sent_with: list[dict[str, Any]] = []
+    if holds_images(new_content):
+        large = content_image_bytes(new_content) > OFF_LOOP_BYTES
+        sent_with = await off_loop(ctx, partial(content_image_records, new_content), large=large)
+    if new_value is value and new_content is content and not sent_with:
         return result  # every image fits as it is
+    notes: dict[str, Any] = {IMAGES_KEY: records} if records else {}
+    if sent_with:
+        notes[CONTENT_IMAGES_KEY] = sent_with
+    metadata = envelope.metadata if envelope is not None else None
     return ToolReturn(
         return_value=new_value,
         content=new_content,
-        metadata=with_notes(envelope.metadata if envelope is not None else None, {IMAGES_KEY: records})
-        if records
-        else (envelope.metadata if envelope is not None else None),
+        metadata=with_notes(metadata, notes) if notes else metadata,
         tools=envelope.tools if envelope is not None else None,
     )
+
+
+def _without_forged_records(envelope: ToolReturn[Any] | None) -> ToolReturn[Any] | None:
+    """`envelope` without the content images record a tool wrote itself (it sent none): aging moves only images the
+    band recorded, never a user's; `None` when there is none.
+    """
+    metadata: object = envelope.metadata if envelope is not None else None
+    if envelope is None or not isinstance(metadata, dict) or CONTENT_IMAGES_KEY not in metadata:
+        return None
+    kept = {key: note for key, note in metadata.items() if key != CONTENT_IMAGES_KEY}  # pyright: ignore[reportUnknownVariableType]
+    return replace(envelope, metadata=kept)
 
 
 def _envelope(result: object) -> ToolReturn[Any] | None:

@@ -143,7 +143,7 @@ def check_grep_arguments(
     if start and offset:
         raise ModelRetry(
             f'Pass offset (the line to start at) or start (the byte to start at), not both: got offset={offset}, '
-            f'start={start}.'
+            f'start={start}. To read lines, call {offered_names().read}(handle, offset={offset}, limit={AROUND_LIMIT}).'
         )
     if not pattern:
         raise ModelRetry('pattern must not be empty: pass the text (or regex, with is_regex=True) to search for.')
@@ -293,7 +293,7 @@ async def _render_grep(  # noqa: C901 - groups, their rows and the output cap re
             if capped:
                 break
         if shown:
-            block = [_group_label(shown), *rendered]
+            block = [_group_label(shown, search.handle if not body else None), *rendered]
             body.extend(block)
             used += sum(len(text) + 1 for text in block)
             shown_hits += len(shown)
@@ -370,11 +370,12 @@ def _start_of(hit: Hit, line: int) -> int | None:
     return hit.starts_before[above - 1] if above <= len(hit.starts_before) else None
 
 
-def _group_label(hits: list[Hit]) -> str:
-    """The line above a group of matches: where they are, and the offset to read on from the first.
+def _group_label(hits: list[Hit], handle: str | None) -> str:
+    """The line above a group of matches: where they are, and the read that shows the lines around the first.
 
-    A line where each match is a hit (a long one) is named once, with its count of matches, and no line offset to
-    read it by.
+    The first group names the whole call, handle included (`handle`), so a model copies it rather than putting the
+    numbers into another search; the groups after it only their numbers. A line where each match is a hit (a long
+    one) is named once, with its count of matches, and no line offset to read it by.
     """
     per_line: dict[int, int] = {}
     for hit in hits:
@@ -389,4 +390,9 @@ def _group_label(hits: list[Hit]) -> str:
         where = f'{len(hits)} matches at lines {lines[0]}-{lines[-1]}'
     if hits[0].in_long_line:
         return f'-- {where} --'  # its rows say which bytes of the result they show: lines are no unit to read it by
-    return f'-- {where} (read around it: offset={max(1, hits[0].line - _LINES_BEFORE)}, limit={AROUND_LIMIT}) --'
+    around = f'offset={max(1, hits[0].line - _LINES_BEFORE)}, limit={AROUND_LIMIT}'
+    if handle is not None:
+        label = f'-- {where} (read around it: {offered_names().read}(handle={handle!r}, {around})) --'
+        if len(label) <= _GROUP_LABEL_RESERVE:
+            return label
+    return f'-- {where} (read around it: {around}) --'

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
@@ -32,7 +32,7 @@ from .._rendering._markers import kept_for
 from .._rendering._text_wrapper import wrapped_text
 
 if TYPE_CHECKING:
-    from .._media._aging import ImageAging
+    from .._media._aging import ImageAging, OffLoop
 
 __all__ = (
     'AGED_PREFIX',
@@ -220,6 +220,9 @@ class AgingTools:
     images: ImageAging | None = None
     """How returns holding images age (`ImageBand`); `None`: they stay where they are."""
 
+    off_loop: OffLoop | None = None
+    """Runs a CPU-bound step of the run off the event loop when large (the digests of images aging moves)."""
+
 
 @dataclass(frozen=True)
 class AgedBatch:
@@ -302,7 +305,7 @@ def aged_stub(tool_name: str, tokens: int, handle: str, place: Place | None = No
     return f"{saved}: that is the file's path in your workspace; your own file tools read it.]"
 
 
-def _ages(part: object, images: ImageAging | None = None) -> TypeIs[ToolReturnPart]:
+def _ages(part: object, images: ImageAging | None, message: ModelRequest, index: int) -> TypeIs[ToolReturnPart]:
     """Whether a part may age at all: a plain successful tool return, without files (but images, with `images`), not
     already a stub, and with metadata that can hold the handle (a typed return, such as a tool search's, is read back
     by pydantic-ai itself).
@@ -315,7 +318,7 @@ def _ages(part: object, images: ImageAging | None = None) -> TypeIs[ToolReturnPa
         return False  # the application's own metadata object: no room to record the handle the model may read
     if is_aged(part) or _failed(part):
         return False
-    return not part.files or (images is not None and images.holds(part))
+    return not part.files or (images is not None and images.holds(part, message, index))
 
 
 def _failed(part: ToolReturnPart) -> bool:
@@ -373,11 +376,11 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
             continue  # (a return the model has not seen yet never ages)
         for index in range(len(message.parts) - 1, -1, -1):
             part = message.parts[index]
-            holds = images is not None and type(part) is ToolReturnPart and images.holds(part)
+            holds = images is not None and type(part) is ToolReturnPart and images.holds(part, message, index)
             newer_images += holds
             if not old and not (holds and keep_newest is not None and newer_images > keep_newest):
                 continue
-            if not _ages(part, images):
+            if not _ages(part, images, message, index):
                 continue
             if part.tool_name not in selected:
                 selected[part.tool_name] = await tools.selected(part.tool_name)
@@ -392,15 +395,18 @@ async def due_returns(messages: Sequence[ModelMessage], aging: Aging, tools: Agi
     return due
 
 
-async def _count_new(candidates: Sequence[tuple[Any, int, ToolReturnPart]], aging: Aging, tools: AgingTools) -> None:
+async def _count_new(
+    candidates: Sequence[tuple[ModelRequest, int, ToolReturnPart]], aging: Aging, tools: AgingTools
+) -> None:
     """Count the returns not counted yet, all at once (in a worker thread when together they are large)."""
     new: list[ToolReturnPart] = []
     texts: list[str] = []
-    for _, _, part in candidates:
+    for message, index, part in candidates:
         if tools.counts.known(part) is not None:
             continue
-        if tools.images is not None and tools.images.holds(part):
-            tools.counts.add(part, tools.images.tokens(part, tools.count))  # a few short texts and image headers
+        if tools.images is not None and tools.images.holds(part, message, index):
+            # A few short texts and image headers (its `ToolReturn.content`'s too, found in its request).
+            tools.counts.add(part, tools.images.tokens(part, tools.count, message, index))
             continue
         text = part.model_response_str()
         if 4 * len(text) < aging.min_tokens:  # a token covers at least one byte, a character at most four
@@ -455,13 +461,15 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
         if failure:
             parts[item.index] = _marked_failed(item.part, failure)
             continue
-        if tools.images is not None and tools.images.holds(item.part):
+        if tools.images is not None and tools.images.holds(item.part, item.message, item.index):
             replaced = await _age_images(item, tools, tools.images)
             if isinstance(replaced, str):
                 failure = f'`{item.part.tool_name}` ({item.part.tool_call_id}): {replaced}'
                 parts[item.index] = _marked_failed(item.part, failure)
                 continue
-            parts[item.index], item_handles = replaced
+            parts[item.index], item_handles, prompt = replaced
+            if prompt is not None:  # its `ToolReturn.content`, sent as a prompt part of the same request
+                parts[prompt[0]] = prompt[1]
             handles.extend(item_handles)
             aged += 1
             tokens_before += item.tokens
@@ -503,18 +511,22 @@ async def age_items(due: Sequence[DueReturn], tools: AgingTools) -> AgedBatch:
     return AgedBatch(replacements, aged, tokens_before, tokens_after, tuple(handles), failure)
 
 
-async def _age_images(item: DueReturn, tools: AgingTools, images: ImageAging) -> tuple[ToolReturnPart, list[str]] | str:
-    """`item`, a return holding images, as its stub (`_media._aging`), and the handles it names; or why not."""
+async def _age_images(
+    item: DueReturn, tools: AgingTools, images: ImageAging
+) -> tuple[ToolReturnPart, list[str], tuple[int, UserPromptPart] | None] | str:
+    """`item`, a return holding images, as its stub (`_media._aging`), the handles it names, and the prompt part of
+    its `ToolReturn.content` with its images replaced (with its place in the request); or why not.
+    """
     from .._media._aging import aged_image_notes
 
     run_id = item.message.run_id or tools.run_id or 'run'
     key = f'{run_id}/{item.part.tool_call_id}/aged'
-    aged = await images.age(item.part, key, tools.write, tools.timeout)
+    aged = await images.age(item.part, key, tools.write, tools.timeout, item.message, item.index, tools.off_loop)
     if isinstance(aged, str):
         return aged
     notes: dict[str, Any] = {
         f'{AGED_PREFIX}_size_before': aged.text_chars,
-        f'{AGED_PREFIX}_size_after': len(aged.stub),
+        f'{AGED_PREFIX}_size_after': len(aged.stub) if aged.stub is not None else aged.text_chars,
         f'{AGED_PREFIX}_run': tools.run_id,
         f'{AGED_PREFIX}_step': tools.step,
         **aged_image_notes(aged),
@@ -524,7 +536,8 @@ async def _age_images(item: DueReturn, tools: AgingTools, images: ImageAging) ->
         notes[f'{AGED_PREFIX}_key'] = key
     metadata = with_notes(item.part.metadata, notes)
     handles = [*aged.image_handles, *([aged.text_handle] if aged.text_handle is not None else [])]
-    return dataclasses.replace(item.part, content=aged.stub, metadata=metadata), handles
+    content = aged.stub if aged.stub is not None else item.part.content  # (a caption of its content's images stays)
+    return dataclasses.replace(item.part, content=content, metadata=metadata), handles, aged.prompt
 
 
 def _marked_failed(part: ToolReturnPart, reason: str) -> ToolReturnPart:

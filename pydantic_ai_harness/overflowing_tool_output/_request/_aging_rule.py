@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
@@ -18,6 +18,8 @@ from ._aging import Aging, AgingTools, Place, TokenCounts, age_request
 from ._request_rules import HeldRequest, Selected
 
 __all__ = ('AgingKit', 'AgingRule')
+
+_T = TypeVar('_T')
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class AgingKit:
         async def write(key: str, data: bytes, timeout: float) -> tuple[str | None, str]:
             return await self.write(ctx, key, data, timeout)
 
+        async def in_worker(work: Callable[[], _T], large: bool) -> _T:
+            return await off_loop(ctx, work, large=large)
+
         return AgingTools(
             count,
             count_many,
@@ -90,6 +95,7 @@ class AgingKit:
             ctx.run_id,
             ctx.run_step,
             ImageAging(self.images.target(ctx.model), self.images.keep_newest) if self.images is not None else None,
+            in_worker,
         )
 
 

@@ -1,7 +1,7 @@
 """A request's images within what the serving model takes in one request, as a request rule: the wiring from a held
 request to the plan of `_media/_request_limits`, and the moves, made as aging makes them (each image stored under a
-handle, the return left as a stub that names them). It runs whenever the image band is on, with or without `Aging`:
-a request the provider would reject for its images' total is never sent.
+handle, the return left as a stub that names them; the images of its `ToolReturn.content` go with it). It runs whenever
+the image band is on, with or without `Aging`: a request the provider would reject for its images' total is never sent.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 
 from .._media._aging import ImageAging
+from .._media._content_images import content_images, has_content_images
 from .._media._images import is_image
 from .._media._request_limits import ImageEntry, over_request_limits, request_limits
 from .._media._sniff import sniff_image
@@ -52,7 +53,7 @@ class ImageTotalsRule:
             message, position, part = places[index]
             if not await tools.selected(part.tool_name):
                 continue  # `per_tool={name: []}` or outside `tool_filter`: the user keeps it where it is
-            due.append(DueReturn(message, position, part, aging.image_tokens(part), None))
+            due.append(DueReturn(message, position, part, aging.image_tokens(part, message, position), None))
         if not due:
             return {}
         batch = await age_items(due, tools)
@@ -69,16 +70,23 @@ def _image_entries(
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
+        sent_with: set[int] = set()  # prompt parts holding a return's `ToolReturn.content`: counted with the return
         for position, part in enumerate(message.parts):
             movable = False
-            if type(getattr(part, 'content', None)) is str:  # most parts: a text, no image (this runs every request)
-                continue
+            if type(getattr(part, 'content', None)) is str and not _sent_content_images(part):
+                continue  # most parts: a text, no image (this runs every request)
             if isinstance(part, ToolReturnPart):
                 files: list[object] = list(part.files)
-                if type(part) is ToolReturnPart and aging.holds(part):
+                if type(part) is ToolReturnPart and aging.holds(part, message, position):
                     movable = True
                     places[len(entries)] = (message, position, part)
+                    found = content_images(message, position, verify=False)
+                    if found is not None:
+                        files += [item for _, item in found.images]
+                        sent_with.add(found.part_index)
             elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                if position in sent_with:
+                    continue
                 files = list(part.content)
             else:
                 continue
@@ -88,6 +96,11 @@ def _image_entries(
             else:
                 places.pop(len(entries), None)
     return entries, places
+
+
+def _sent_content_images(part: object) -> bool:
+    """Whether `part` is a tool return whose `ToolReturn.content` was sent with images (its text is no sign)."""
+    return type(part) is ToolReturnPart and has_content_images(part)
 
 
 def _size(item: BinaryContent) -> tuple[int, int, int]:

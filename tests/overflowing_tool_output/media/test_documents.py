@@ -75,7 +75,7 @@ Last lines (9599-9600):
 """)
     assert grep == snapshot("""\
 1 matching line for '=== page 150/300 ===' (literal, case-sensitive; 9600 lines searched). Showing all 1, marked ">", with 0 lines of context:
--- match at line 4769 (read around it: offset=4764, limit=12) --
+-- match at line 4769 (read around it: read_tool_result(handle='7ewszaymfa', offset=4764, limit=12)) --
 >4769| === page 150/300 ===\
 """)
     assert read == snapshot("""\

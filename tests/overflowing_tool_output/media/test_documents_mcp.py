@@ -44,7 +44,7 @@ async def test_an_mcp_pdf_is_read_by_page_and_kept_byte_identical(tmp_path: Path
     )
     assert grep == snapshot("""\
 1 matching line for '=== page 77/120 ===' (literal, case-sensitive; 3240 lines searched). Showing all 1, marked ">", with 1 line of context:
--- match at line 2053 (read around it: offset=2048, limit=12) --
+-- match at line 2053 (read around it: read_tool_result(handle='7ewszaymfa', offset=2048, limit=12)) --
  2052| clause 76.24
 >2053| === page 77/120 ===
  2054| Contract, page 77\
