@@ -48,17 +48,12 @@ class Script:
             if isinstance(last, ModelRequest):
                 for part in last.parts:
                     if isinstance(part, ToolReturnPart):
-                        self.shown.append(str(part.content))
+                        self.record(part)
                         if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
                             self.handles[part.tool_name] = part.metadata['overflow_handle']
                     elif isinstance(part, RetryPromptPart):
-                        self.shown.append(part.model_response())
-            prompt = max(
-                i
-                for i, message in enumerate(messages)
-                if isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
-            )
-            step = sum(isinstance(message, ModelResponse) for message in messages[prompt:])
+                        self.record(part)
+            step = sum(isinstance(message, ModelResponse) for message in messages[self.steps_from(messages) :])
             calls = [self.first] if self.first else []
             calls += [[call] for call in self.queries(self.handles)] if self.handles or not self.first else []
             if step >= len(calls):
@@ -71,6 +66,18 @@ class Script:
             )
 
         return FunctionModel(respond)
+
+    def record(self, part: ToolReturnPart | RetryPromptPart) -> None:
+        """Keep what the model was shown of `part`."""
+        self.shown.append(str(part.content) if isinstance(part, ToolReturnPart) else part.model_response())
+
+    def steps_from(self, messages: list[ModelMessage]) -> int:
+        """The index of the message the script's steps are counted from: the last user prompt."""
+        return max(
+            i
+            for i, message in enumerate(messages)
+            if isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
+        )
 
 
 def call_arguments(call: str) -> dict[str, Any]:

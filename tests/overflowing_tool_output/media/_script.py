@@ -6,17 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic_ai.messages import (
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import BinaryContent, ModelMessage, RetryPromptPart, ToolReturnPart
 
 from .._scripted_queries import Script
 
@@ -30,30 +20,17 @@ class RunScript(Script):
     files: list[list[BinaryContent]] = field(default_factory=list[list[BinaryContent]])
     """The files of each answer in `shown`, in order (empty for a text answer)."""
 
-    def model(self) -> FunctionModel:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            last = messages[-1]
-            if isinstance(last, ModelRequest):
-                for part in last.parts:
-                    if isinstance(part, ToolReturnPart):
-                        content: object = part.content
-                        items: list[object] = list(content) if isinstance(content, list) else [content]
-                        self.shown.append('\n'.join(str(item) for item in items if not isinstance(item, BinaryContent)))
-                        self.files.append([item for item in items if isinstance(item, BinaryContent)])
-                        if isinstance(part.metadata, dict) and 'overflow_handle' in part.metadata:
-                            self.handles[part.tool_name] = part.metadata['overflow_handle']
-                    elif isinstance(part, RetryPromptPart):
-                        self.shown.append(part.model_response())
-                        self.files.append([])
-            step = sum(isinstance(message, ModelResponse) for message in messages)
-            calls = [self.first, *([call] for call in (self.queries(self.handles) if self.handles else []))]
-            if step >= len(calls):
-                return ModelResponse(parts=[TextPart('done')])
-            return ModelResponse(
-                parts=[
-                    ToolCallPart(name, args, tool_call_id=f'call_{step}_{i}')
-                    for i, (name, args) in enumerate(calls[step])
-                ]
-            )
+    def record(self, part: ToolReturnPart | RetryPromptPart) -> None:
+        """Keep the text of `part` in `shown` and its files in `files`."""
+        if isinstance(part, RetryPromptPart):
+            self.shown.append(part.model_response())
+            self.files.append([])
+            return
+        content: object = part.content
+        items: list[object] = list(content) if isinstance(content, list) else [content]
+        self.shown.append('\n'.join(str(item) for item in items if not isinstance(item, BinaryContent)))
+        self.files.append([item for item in items if isinstance(item, BinaryContent)])
 
-        return FunctionModel(respond)
+    def steps_from(self, messages: list[ModelMessage]) -> int:
+        """The first message: the view tool's arrival is a request part `Script` would take for a new prompt."""
+        return 0
