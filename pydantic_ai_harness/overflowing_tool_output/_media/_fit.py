@@ -350,6 +350,10 @@ def _encode_within(frame: Image, size: tuple[int, int], target: ImageTarget, *, 
 
 
 def _save(image: Image, image_format: str, **options: Any) -> bytes:
+    """`image` encoded as its pixels alone: a copy carries none of the source's comments, text chunks or profiles
+    (Pillow would write a JPEG's comment back), which are not for the model and may hold what redaction withholds.
+    """
+    image.info = {}
     out = io.BytesIO()
     image.save(out, image_format, **options)
     return out.getvalue()

@@ -30,7 +30,7 @@ from ._limits import ImageTarget
 from ._markers import fitted_marker, not_sent_marker, pillow_missing_why
 from ._setting import ImageBand
 from ._sniff import ImageInfo
-from ._text_images import keep_for_operator, text_image_check
+from ._text_images import ImageSecrets, keep_for_operator, text_image_check
 
 __all__ = (
     'IMAGES_KEY',
@@ -197,10 +197,12 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     setting = unit.setting
     info: ImageInfo | None = None
     if unit.withholding is not None and (withheld := await _secrets_in(unit, image)):
-        # Its text would reach the store the model reads unmasked: kept from it, as a text's secret is.
+        # Its text or bytes would reach the store the model reads unmasked: kept from it, as a text's secret is.
         await keep_for_operator(unit.withholding, f'{unit.key}{index}', data, setting.timeout, unit.call.tool_name)
-        why = f'its text holds a secret ({", ".join(withheld)})'
-        return [not_sent_marker(None, image.media_type, len(data), why, None)]
+        if withheld.textual:
+            why = f'its text holds a secret ({", ".join(withheld.kinds)})'
+            return [not_sent_marker(None, image.media_type, len(data), why, None)]
+        return await _pixels_only(unit, image, f'its bytes hold a secret ({", ".join(withheld.kinds)})')
     try:
         read = partial(read_info, data, setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)
         info = await off_loop(unit.ctx, read, large=True)
@@ -225,13 +227,37 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
     return [fitted_marker(info, fitted, handle, reason), copy]
 
 
-async def _secrets_in(unit: _Unit, image: BinaryContent) -> list[str] | None:
+async def _secrets_in(unit: _Unit, image: BinaryContent) -> ImageSecrets | None:
     check = text_image_check(unit.withholding)
     if check is None:
         return None
     return await off_loop(
         unit.ctx, partial(check, image.data, image.media_type), large=len(image.data) > OFF_LOOP_BYTES
     )
+
+
+async def _pixels_only(unit: _Unit, image: BinaryContent, why: str) -> list[Any]:
+    """A binary image whose bytes hold a secret: sent as a copy of its pixels alone (a new file, fitted to the
+    target, whatever its size), its original stored nowhere the model reads; a marker alone when it cannot be decoded.
+    """
+    data = image.data
+    use_pillow = not unit.ctx.in_durable_context
+    try:
+        info = await off_loop(
+            unit.ctx, partial(read_info, data, unit.setting.max_decode_pixels, use_pillow=use_pillow), large=True
+        )
+    except (ImageRefused, PillowMissing):
+        return [not_sent_marker(None, image.media_type, len(data), why, None)]
+    try:
+        fitted = await unit.fit(unit.ctx, data, info, unit.target)
+    except (ImageRefused, PillowMissing):
+        return [not_sent_marker(info, image.media_type, len(data), why, None)]
+    if await _secrets_in(unit, BinaryContent(fitted.data, media_type=fitted.media_type)):
+        return [not_sent_marker(info, image.media_type, len(data), why, None)]  # never sent: checked, not assumed
+    return [
+        fitted_marker(info, fitted, None, f'withheld: {why}'),
+        BinaryImage(fitted.data, media_type=fitted.media_type),
+    ]
 
 
 async def _not_sent(unit: _Unit, image: BinaryContent, index: int, info: ImageInfo | None, why: str) -> str:

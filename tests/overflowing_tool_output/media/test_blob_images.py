@@ -494,3 +494,67 @@ async def test_an_svg_data_url_holding_a_secret_never_reaches_the_store_under_re
             assert GITHUB[:12].encode() not in payload.read_bytes()
             assert encoded[:40].encode() not in payload.read_bytes()
     assert list(kept.payloads.values()) == [page.encode()]
+
+
+def _png_with_text_chunk(width: int, height: int) -> bytes:
+    from PIL.PngImagePlugin import PngInfo
+
+    chunk = PngInfo()
+    chunk.add_text('Comment', f'deploy key {GITHUB}')
+    out = io.BytesIO()
+    Image.new('RGB', (width, height), (0, 128, 128)).save(out, 'PNG', pnginfo=chunk)
+    return out.getvalue()
+
+
+def _jpeg_with_comment(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new('RGB', (width, height), (200, 40, 40)).save(out, 'JPEG', comment=f'key {GITHUB}'.encode())
+    return out.getvalue()
+
+
+def _png_with_trailer(width: int, height: int) -> bytes:
+    return encode(Image.new('RGB', (width, height), (10, 10, 200))) + f'\nAWS={GITHUB}\n'.encode()
+
+
+@pytest.mark.parametrize(
+    'make',
+    [
+        pytest.param(lambda: _png_with_text_chunk(64, 48), id='a small PNG with a text chunk'),
+        pytest.param(lambda: _png_with_text_chunk(3_000, 2_000), id='a large PNG with a text chunk'),
+        pytest.param(lambda: _jpeg_with_comment(4_880, 2_560), id='a JPEG with a comment'),
+        pytest.param(lambda: _png_with_trailer(64, 48), id='bytes after a PNG ends'),
+    ],
+)
+async def test_a_binary_image_whose_bytes_hold_a_secret_is_sent_as_its_pixels_alone(make: Any, tmp_path: Path) -> None:
+    """The model still sees the picture, as a new file of its pixels; the original, whose bytes hold the secret, goes
+    only to `keep_original_in`: not to the store the query tools and the view tool read, now or when it ages."""
+    data = make()
+    assert GITHUB.encode() in data
+    kept = MemoryStore()
+    store = LocalFileStore(base_dir=tmp_path)
+    script, messages = await _run(
+        BinaryImage(data, media_type=Image.open(io.BytesIO(data)).get_format_mimetype() or 'image/png'),
+        store,
+        redact_secrets=SecretRedaction(keep_original_in=kept),
+    )
+    (marker,) = [line for line in script.shown[0].splitlines() if line.startswith('[Image ')]
+    assert marker.endswith('The original could not be stored (withheld: its bytes hold a secret (GitHub Token)).]')
+    (sent,) = images_sent(messages)
+    assert GITHUB[:12].encode() not in sent.data
+    assert (
+        Image.open(io.BytesIO(sent.data)).getpixel((0, 0))
+        == Image.open(io.BytesIO(data)).convert('RGB').getpixel((0, 0))
+        or sent.media_type == 'image/jpeg'
+    )  # a JPEG copy's pixels are near, not equal
+    assert list(kept.payloads.values()) == [data]
+    for payload in tmp_path.rglob('*'):
+        if payload.is_file():
+            assert GITHUB[:12].encode() not in payload.read_bytes()
+
+
+async def test_random_image_bytes_are_not_taken_for_a_secret(tmp_path: Path) -> None:
+    """The scan of a binary image's bytes finds no secret in 12 MB of noise: a photo is stored and viewable as before."""
+    data = _noise_png(2_000, 2_000, seed=11)
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run(BinaryImage(data, media_type='image/png'), store, redact_secrets=SecretRedaction())
+    assert await store.read(_handles(script.shown[0])[0]) == data
