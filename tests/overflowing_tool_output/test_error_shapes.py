@@ -71,7 +71,7 @@ async def test_argument_mistakes_and_missing_results_are_answered_in_one_shape(t
             "pattern 'a(b' is not a valid regular expression: missing ): a(b. The syntax is RE2 (Python re without lookaround or backreferences); or pass is_regex=False to search for the text literally.",
             'context_lines must be 0 or more, got -1. Pass 0 for the matching lines alone.',
             'max_matches must be 1 or more, got 0. Leave it out for 20.',
-            'Pass offset (the line to start at) or start (the byte to start at), not both: got offset=5, start=10.',
+            'Pass offset (the line to start at) or start (the byte to start at), not both: got offset=5, start=10. To read lines, call read_tool_result(handle, offset=5, limit=12).',
             'pattern must not contain a newline: lines are matched one at a time. Search for one line of the text.',
             """\
 No stored result found under handle 'nosuchhandle'. Stored results of this conversation, newest first:
