@@ -220,12 +220,27 @@ def fit_image(data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
                 # decode at 1/2, 1/4 or 1/8 scale when that is enough (in the stored orientation)
                 source.draft('RGB', (height, width) if turned else (width, height))
             # Only the first frame of an animation is decoded (Pillow opens at frame 0).
-            frame = _eight_bit(source).convert('RGBA' if _has_alpha(source) else 'RGB')
+            frame = _reduced(_eight_bit(source), (height, width) if turned else (width, height))
+            frame = frame.convert('RGBA' if _has_alpha(source) else 'RGB')
             frame = _upright(frame, orientation)  # on the decoded, bounded frame
     except Exception as exc:  # noqa: BLE001
         raise ImageRefused(f'Pillow could not decode it ({_plain(exc)})') from None
     lossless = info.media_type in _LOSSLESS or info.frames > 1  # an animation's frame: sharp edges, few colours
     return _encode_within(frame, (width, height), target, lossless=lossless)
+
+
+_REDUCIBLE_MODES = frozenset({'RGB', 'RGBA', 'L', 'LA'})
+"""Modes `Image.reduce` averages correctly (not a palette's indices)."""
+
+
+def _reduced(image: Image, size: tuple[int, int]) -> Image:
+    """`image` shrunk by whole factors while it stays at least twice `size` a side: the first step `resize` takes
+    with `reducing_gap=2.0` anyway, taken before the conversion and the turn so they copy a small frame, not 150 MB.
+    """
+    if image.mode not in _REDUCIBLE_MODES:
+        return image
+    factors = max(1, image.width // (2 * size[0])), max(1, image.height // (2 * size[1]))
+    return image.reduce(factors) if factors != (1, 1) else image
 
 
 def fitted_or_as_is(data: bytes, max_decode_pixels: int, target: ImageTarget) -> tuple[ImageInfo, FittedImage] | None:
@@ -272,6 +287,8 @@ def _orientation(image: Image) -> int:
     """
     if image.format == 'TIFF':
         return 1
+    if image.format == 'PNG' and 'exif' not in image.info:
+        return 1  # an eXIf chunk after the pixels: Pillow would decode them all to find it (0.3 s for 50 MP)
     try:
         value = image.getexif().get(_EXIF_ORIENTATION, 1)
     except Exception:  # noqa: BLE001 - a broken EXIF block: shown as stored
