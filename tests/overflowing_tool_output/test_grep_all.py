@@ -161,7 +161,7 @@ async def test_a_conversation_without_spills_is_told_to_call_the_tool_that_produ
     assert answers == snapshot(
         [
             'Nothing is stored yet, so there is nothing to search. First call the tool that produces the output you need; an output too large to show is stored then, and its preview names the handle.',
-            "No stored result found under handle 'abc123'. A handle is the exact string shown after 'handle' in a stored tool result's preview; copy it exactly. If nothing was stored yet, or it was cleaned up since, call the tool that produces the output: one too large to show is stored, and its preview names the handle.",
+            "No stored result found under handle 'abc123'. A handle is the exact string shown after 'handle' in the preview of an output too large to show; copy it exactly. An output shown in full has none: read it where it is in the conversation. If the output you need was not produced yet, or was cleaned up since, call the tool that produces it.",
         ]
     )
 

@@ -174,9 +174,9 @@ def unknown_handle_answer(shown: str, known: Sequence[KnownHandle], *, ambiguous
         opening = f'No stored result found under handle {shown}.'
         if not known:
             return (
-                f"{opening} A handle is the exact string shown after 'handle' in a stored tool result's preview; "
-                'copy it exactly. If nothing was stored yet, or it was cleaned up since, call the tool that produces '
-                'the output: one too large to show is stored, and its preview names the handle.'
+                f"{opening} A handle is the exact string shown after 'handle' in the preview of an output too large "
+                'to show; copy it exactly. An output shown in full has none: read it where it is in the conversation. '
+                'If the output you need was not produced yet, or was cleaned up since, call the tool that produces it.'
             )
         more = f' (the newest {len(listed)} of {len(known)})' if len(known) > len(listed) else ''
         lines = [f'{opening} Stored results of this conversation{more}, newest first:']
