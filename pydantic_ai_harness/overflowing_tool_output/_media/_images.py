@@ -204,8 +204,7 @@ async def _fit_one(unit: _Unit, image: BinaryContent, index: int) -> list[Any]:
             return [not_sent_marker(None, image.media_type, len(data), why, None)]
         return await _pixels_only(unit, image, f'its bytes hold a secret ({", ".join(withheld.kinds)})')
     try:
-        read = partial(read_info, data, setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)
-        info = await off_loop(unit.ctx, read, large=True)
+        info = await _read_info(unit, data)
     except ImageRefused as exc:
         return [await _not_sent(unit, image, index, None, str(exc))]
     except PillowMissing:
@@ -236,16 +235,19 @@ async def _secrets_in(unit: _Unit, image: BinaryContent) -> ImageSecrets | None:
     )
 
 
+async def _read_info(unit: _Unit, data: bytes) -> ImageInfo:
+    """`read_info` of `data` in a worker thread, without Pillow in durable workflow code (which may not import it)."""
+    read = partial(read_info, data, unit.setting.max_decode_pixels, use_pillow=not unit.ctx.in_durable_context)
+    return await off_loop(unit.ctx, read, large=True)
+
+
 async def _pixels_only(unit: _Unit, image: BinaryContent, why: str) -> list[Any]:
     """A binary image whose bytes hold a secret: sent as a copy of its pixels alone (a new file, fitted to the
     target, whatever its size), its original stored nowhere the model reads; a marker alone when it cannot be decoded.
     """
     data = image.data
-    use_pillow = not unit.ctx.in_durable_context
     try:
-        info = await off_loop(
-            unit.ctx, partial(read_info, data, unit.setting.max_decode_pixels, use_pillow=use_pillow), large=True
-        )
+        info = await _read_info(unit, data)
     except (ImageRefused, PillowMissing):
         return [not_sent_marker(None, image.media_type, len(data), why, None)]
     try:
