@@ -216,11 +216,11 @@ def fit_image(data: bytes, info: ImageInfo, target: ImageTarget) -> FittedImage:
             orientation = _orientation(source)
             turned = orientation in _TURNED
             width, height = fitted_size(*_displayed(source.size, turned), target)
+            stored_size = _displayed((width, height), turned)  # the copy's size in the stored orientation
             if source.format == 'JPEG':
-                # decode at 1/2, 1/4 or 1/8 scale when that is enough (in the stored orientation)
-                source.draft('RGB', (height, width) if turned else (width, height))
+                source.draft('RGB', stored_size)  # decode at 1/2, 1/4 or 1/8 scale when that is enough
             # Only the first frame of an animation is decoded (Pillow opens at frame 0).
-            frame = _reduced(_eight_bit(source), (height, width) if turned else (width, height))
+            frame = _reduced(_eight_bit(source), stored_size)
             frame = frame.convert('RGBA' if _has_alpha(source) else 'RGB')
             frame = _upright(frame, orientation)  # on the decoded, bounded frame
     except Exception as exc:  # noqa: BLE001
