@@ -32,14 +32,28 @@ async def fit_through(
     """The fitted copy: in a worker thread outside a durable run, else through the durable operation."""
     if not ctx.in_durable_context:
         return await fit_in_worker(ctx, data, info, target)
-    described = {'media_type': info.media_type, 'width': info.width, 'height': info.height}
+    described = {
+        'media_type': info.media_type,
+        'width': info.width,
+        'height': info.height,
+        'orientation': info.orientation,
+        'frames': info.frames,
+    }
     return fitted_from_json(await durable(ctx, base64.b64encode(data).decode('ascii'), described, target.to_json()))
 
 
 async def fit_answer(data_b64: str, info: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     """The durable operation's body: decode, fit and encode in a worker thread; the outcome as plain data."""
     data = base64.b64decode(data_b64)
-    header = ImageInfo(str(info['media_type']), int(info['width']), int(info['height']), len(data))
+    # An operation scheduled by an earlier version (a pending Temporal activity) sends neither: read as 1.
+    header = ImageInfo(
+        str(info['media_type']),
+        int(info['width']),
+        int(info['height']),
+        len(data),
+        orientation=int(info.get('orientation', 1)),
+        frames=int(info.get('frames', 1)),
+    )
     try:
         fitted = await anyio.to_thread.run_sync(partial(fit_image, data, header, ImageTarget.from_json(target)))
     except ImageRefused as refused:

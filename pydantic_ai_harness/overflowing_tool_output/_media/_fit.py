@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._exif import exif_orientation
 from ._limits import ImageTarget
 from ._sniff import ImageInfo, count_frames, sniff_image
 
@@ -101,8 +102,9 @@ def _pil() -> Any:
 
 
 def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -> ImageInfo:
-    """The image's type and size from its header; Pillow reads the header of a format the sniffer does not know
-    (unless `use_pillow` is false: durable workflow code, which may not import it).
+    """The image's type, size, EXIF orientation and frame count from its header; Pillow reads the header of a format
+    the sniffer does not know (unless `use_pillow` is false: durable workflow code, which may not import it; the
+    orientation of a JPEG, WebP or PNG is then read by `exif_orientation`).
 
     Raises:
         ImageRefused: not an image, or more than `max_decode_pixels` pixels.
@@ -133,6 +135,11 @@ def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -
             info = ImageInfo(media_type, declared.width, declared.height, len(data))
         if orientation in _TURNED:  # shown turned a quarter: the displayed width is the stored height
             info = replace(info, width=info.height, height=info.width)
+        info = replace(info, orientation=orientation)
+    elif info is not None and (orientation := exif_orientation(data)) != 1:
+        # Read without Pillow (durable workflow code): the image is still shown upright, by a copy.
+        turned = orientation in _TURNED
+        info = replace(info, width=info.height if turned else info.width, height=info.width if turned else info.height)
         info = replace(info, orientation=orientation)
     assert info is not None
     _check_pixels(info, max_decode_pixels)
