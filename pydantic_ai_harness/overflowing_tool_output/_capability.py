@@ -214,6 +214,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
             SummaryRun(self._summarize_actions, self.summary_prompt, self._summarize_durably),
             withholding=self._withholding,
             images=self.images,
+            durable_media=self._durable_media(),
         )
         self._requests = RequestSide(
             self._loop,
@@ -300,9 +301,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
                 warn(message)
             lists = (self._bands_desc, *self._per_tool_desc.values())
             aging, durable = self.aging is not None, ctx.in_durable_context
-            timeout = (
-                min(spill_timeout(lists), self.aging.timeout or float('inf')) if self.aging else spill_timeout(lists)
-            )
+            timeout = min(spill_timeout(lists), (self.aging.timeout if self.aging else None) or float('inf'))
             problem = await store_root_problem(
                 self._resolved_store, lists, durable=durable, aging=aging, timeout=timeout
             )

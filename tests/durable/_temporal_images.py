@@ -75,3 +75,36 @@ agent = Agent(
     tools=[take_screenshot],
     capabilities=[OverflowingToolOutput[Any](store=LocalFileStore(base_dir=STORE_DIR), workspace=None), durability],
 )
+
+
+PDF_PAGES = 60
+
+
+def respond_pdf(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart('report', {}, 'call_report')])
+    text = str(returns[0].content)
+    if len(returns) == 1:
+        handle = text.split("handle '", 1)[1].split("'", 1)[0]
+        return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': handle, 'page': 2}, 'call_page')])
+    page = returns[1].content
+    assert isinstance(page, list)
+    image = page[1]
+    assert isinstance(image, BinaryContent)
+    return ModelResponse(parts=[TextPart(json.dumps({'header': text.split('\n', 1)[0], 'page': _size(image)}))])
+
+
+async def report() -> BinaryContent:
+    from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
+
+    pages = [[f'Report page {n}', *(f'row {n}.{i}: revenue {n * i}' for i in range(30))] for n in range(PDF_PAGES)]
+    return BinaryContent(pdf_with_pages(pages), media_type='application/pdf')
+
+
+pdf_agent = Agent(
+    FunctionModel(respond_pdf, model_name='scripted'),
+    name='pdf_agent',
+    tools=[report],
+    capabilities=[OverflowingToolOutput[Any](store=LocalFileStore(base_dir=STORE_DIR), workspace=None), durability],
+)

@@ -7,7 +7,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.durable_exec.temporal import PydanticAIWorkflow
 
-    from ._temporal_images import agent
+    from ._temporal_images import agent, pdf_agent
 
 
 @workflow.defn
@@ -19,3 +19,14 @@ class ImageWorkflow(PydanticAIWorkflow):
     @workflow.run
     async def run(self, prompt: str, run_id: str) -> str:
         return (await agent.run(prompt, run_id=run_id)).output
+
+
+@workflow.defn
+class PdfWorkflow(PydanticAIWorkflow):
+    """A PDF read page by page in an activity, then a page viewed as an image."""
+
+    __pydantic_ai_agents__ = (pdf_agent,)
+
+    @workflow.run
+    async def run(self, prompt: str, run_id: str) -> str:
+        return (await pdf_agent.run(prompt, run_id=run_id)).output

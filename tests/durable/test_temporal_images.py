@@ -17,7 +17,8 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from ._temporal_images_workflow import ImageWorkflow
+from ._temporal_images import PDF_PAGES
+from ._temporal_images_workflow import ImageWorkflow, PdfWorkflow
 from .test_temporal import TEST_SERVER
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
@@ -47,4 +48,35 @@ async def test_an_image_is_fitted_in_an_activity_and_the_history_replays() -> No
         replay = await Replayer(workflows=[ImageWorkflow], plugins=[PydanticAIPlugin()]).replay_workflow(history)
     assert output['copy'] == [1480, 776] and output['crop'] == [400, 300]
     assert any(name.endswith('overflow_fit_image') for name in activities), activities
+    assert replay.replay_failure is None
+
+
+async def test_a_pdf_is_read_in_an_activity_its_page_viewed_and_the_history_replays() -> None:
+    pytest.importorskip('pypdf', reason='the media extra is not installed')
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), plugins=[PydanticAIPlugin()]
+    )
+    async with environment:
+        task_queue = f'pdf-{uuid.uuid4()}'
+        async with Worker(environment.client, task_queue=task_queue, workflows=[PdfWorkflow]):
+            handle = await environment.client.start_workflow(
+                PdfWorkflow.run,
+                args=['read', f'run-{uuid.uuid4()}'],
+                id=f'pdf-{uuid.uuid4()}',
+                task_queue=task_queue,
+                execution_timeout=timedelta(seconds=60),
+            )
+            output = json.loads(await handle.result())
+        history = await handle.fetch_history()
+        activities = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            for event in history.events
+            if event.HasField('activity_task_scheduled_event_attributes')
+        ]
+        replay = await Replayer(workflows=[PdfWorkflow], plugins=[PydanticAIPlugin()]).replay_workflow(history)
+    assert 'returned a PDF' in output['header'] and f': {PDF_PAGES} pages. Its text follows' in output['header']
+    assert "view_tool_result_image(handle='" in output['header']  # pages can be shown: pypdfium2 where it runs
+    width, height = output['page']
+    assert abs(width / height - 612 / 792) < 0.01 and height > 1000  # the Letter page, rendered
+    assert sum(name.endswith('overflow_read_pdf') for name in activities) == 1, activities
     assert replay.replay_failure is None

@@ -20,7 +20,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition, ToolSelector, matches_
 from .._events import report, warn
 from .._media._file_items import holds_documents, reduce_file_items
 from .._media._setting import ImageBand
-from .._media._steps import MediaStep, media_step, with_stored_images
+from .._media._steps import DurableMedia, MediaStep, media_step, with_stored_images
 from .._offload import large_container, large_text, off_loop
 from .._redaction._withhold import SecretWithholding
 from .._rendering._render import Rendered, measure, render_content, render_value
@@ -117,6 +117,10 @@ class BandLoop:
     images: ImageBand | None = None
     """The image band: image blobs found in a return are shown to the model beside their markers (at tool execution
     only: a request-time reduction keeps the markers alone)."""
+
+    durable_media: DurableMedia | None = None
+    """The capability's durable operations for the media step (fitting an image blob, reading a PDF), so workflow code
+    under an engine reads a PDF's pages and shows image blobs without decoding anything in place."""
 
     def _writer(self, ctx: RunContext[Any]) -> Writer:
         write = self.write
@@ -230,7 +234,11 @@ class BandLoop:
         if media and _stores(band):
             images = self.images if show_images else None
             step, reason = await media_step(
-                action_unit, timeout=_step_timeout(band), withholding=self.withholding, images=images
+                action_unit,
+                timeout=_step_timeout(band),
+                withholding=self.withholding,
+                images=images,
+                durable=self.durable_media,
             )
             if reason:
                 warn(f'The {unit} of `{call.tool_name}` could not be taken apart ({reason}); reducing it as it is')

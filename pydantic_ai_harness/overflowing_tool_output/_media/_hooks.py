@@ -1,6 +1,7 @@
 """`ImageHooks`: the image band's part of `OverflowingToolOutput`, a base class of it so the capability's own class
 stays within its size: the `images` field, the view tool offered beside the query tools, the fitting step its
-`after_tool_execute` runs, and the durable operation `overflow_fit_image` that step runs in under an engine.
+`after_tool_execute` runs, and the durable operations the media work runs in under an engine: `overflow_fit_image`
+(an image, or an image blob shown) and `overflow_read_pdf` (a PDF's pages).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from ..stores._protocol import OverflowStore
 from ..stores._workspace import WorkspaceSpill, route_for_run
 from ._durable import fit_answer, fit_through
 from ._images import fit_result_images
+from ._pdf_reading import pdf_answer
 from ._setting import ImageBand
+from ._steps import DurableMedia
 from ._view_tool import build_view_toolset
 
 __all__ = ('ImageHooks',)
@@ -101,6 +104,18 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
         return await fit_result_images(
             ctx, call, result, self.images, self._image_write, fit, withholding=self._image_withholding
         )
+
+    def _durable_media(self) -> DurableMedia:
+        """The durable operations the media step runs in workflow code: fitting an image blob, reading a PDF."""
+        return DurableMedia(partial(fit_through, self._fit_image_durably), self._read_pdf_durably)
+
+    @durable_operation(name='overflow_read_pdf')
+    async def _read_pdf_durably(self, ctx: RunContext[AgentDepsT], data_b64: str) -> dict[str, Any]:
+        """Read one PDF's pages, masked with secret redaction on: a durable unit under an engine (never workflow code,
+        and a replay reuses the recorded text). Never raises: a file that cannot be read is an answer too.
+        """
+        withholding = self._image_withholding
+        return await pdf_answer(data_b64, withholding.mask_text if withholding is not None else None)
 
     @durable_operation(name='overflow_fit_image')
     async def _fit_image_durably(

@@ -16,7 +16,7 @@ Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers wha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -33,15 +33,17 @@ from .._redaction._withhold import SecretWithholding
 from .._rendering._markers import format_bytes
 from .._rendering._render import Rendered, stored_form
 from ._blobs import BARE_MIN_CHARS, MAX_BLOBS, Blob, SecretCheck, blob_marker, find_blobs, replace_blobs
-from ._fit import FittedImage, fitted_or_as_is
-from ._images import IMAGES_KEY
+from ._fit import FittedImage, ImageRefused, PillowMissing, fits, fitted_or_as_is, read_info
+from ._images import IMAGES_KEY, Fitter
+from ._limits import ImageTarget
 from ._markers import VIEW_TOOL_NAME, blob_view_note
 from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
+from ._pdf_reading import DurablePdfRead, Mask, PdfReading, masked_pdf, read_masked, reading_from_answer
 from ._setting import ImageBand
 from ._sniff import ImageInfo, sniff_image
 from ._text_images import keep_for_operator
 
-__all__ = ('MediaStep', 'media_step', 'secret_check', 'with_stored_images')
+__all__ = ('DurableMedia', 'MediaStep', 'media_step', 'secret_check', 'with_stored_images')
 
 _MISSING_HINT = "install 'pydantic-ai-harness-context[media]' to read its pages"
 
@@ -134,7 +136,7 @@ def secret_check(withholding: SecretWithholding | None) -> SecretCheck | None:
             return tuple(sorted(found))
         if not is_pdf(data, None):
             return ()
-        masked = _masked_pdf(mask, read_pdf(data))
+        masked = masked_pdf(mask, read_pdf(data))
         if masked.withheld:
             return ('PDF text',)
         return () if masked.checked else ('PDF text not all checked',)
@@ -143,51 +145,35 @@ def secret_check(withholding: SecretWithholding | None) -> SecretCheck | None:
 
 
 @dataclass(frozen=True)
-class _MaskedPdf:
-    """A PDF's text log with its secrets masked."""
+class DurableMedia:
+    """The capability's durable operations the media step runs under an engine, where workflow code decodes nothing."""
 
-    log: str
-    """The text log, masked."""
+    fit: Fitter
+    """Fits an image blob shown to the model (`overflow_fit_image` under an engine; a worker thread otherwise)."""
 
-    withheld: bool
-    """Whether a secret was masked."""
-
-    checked: bool
-    """Whether all of its text was read (else a page not read could hold a secret)."""
-
-
-def _masked_pdf(mask: Callable[[str], tuple[str, dict[str, int]]], digest: PdfDigest) -> _MaskedPdf:
-    log = digest.text_log() if digest.pages is not None else ''
-    masked, found = mask(log)
-    checked = digest.pages is not None and not digest.stopped and not digest.unreadable
-    return _MaskedPdf(masked, bool(found), checked)
-
-
-def _read_masked(data: bytes, mask: Callable[[str], tuple[str, dict[str, int]]] | None) -> tuple[PdfDigest, _MaskedPdf]:
-    """`read_pdf`, then (with redaction on) its text masked, and its raw bytes checked too (text in an
-    uncompressed stream is readable in the stored file): in one worker-thread call.
-    """
-    digest = read_pdf(data)
-    if mask is None:
-        return digest, _MaskedPdf(digest.text_log() if digest.pages is not None else '', False, True)
-    masked = _masked_pdf(mask, digest)
-    if not masked.withheld and mask(data.decode('latin-1'))[1]:
-        masked = replace(masked, withheld=True)
-    return digest, masked
+    read_pdf: DurablePdfRead
+    """Reads a PDF's pages (`overflow_read_pdf`)."""
 
 
 async def media_step(
-    unit: ActionContext, *, timeout: float, withholding: SecretWithholding | None, images: ImageBand | None = None
+    unit: ActionContext,
+    *,
+    timeout: float,
+    withholding: SecretWithholding | None,
+    images: ImageBand | None = None,
+    durable: DurableMedia | None = None,
 ) -> tuple[MediaStep | None, str]:
     """The media step for `unit`, or `None` (and why, when something failed) when it holds no document or blob.
 
     `images`: the image band, when image blobs may be shown (`show_blob_images`); `None`: markers only.
+    `durable`: the capability's durable operations; without them, workflow code spills a PDF as bytes and shows no
+    image blob.
     """
     rendered = unit.rendered
+    in_workflow = unit.run.in_durable_context
     if rendered.data is not None:
-        if is_pdf(rendered.data, rendered.media_type) and not unit.run.in_durable_context:
-            # Workflow code (Temporal, DBOS) must not parse a file in place for seconds: it is spilled as bytes.
-            return await _document(unit, rendered.data, timeout, withholding)
+        if is_pdf(rendered.data, rendered.media_type) and (durable is not None or not in_workflow):
+            return await _document(unit, rendered.data, timeout, withholding, durable)
         return None, ''
     secrets_in = secret_check(withholding)
     if rendered.kind not in ('text', 'structured'):
@@ -198,7 +184,7 @@ async def media_step(
     text, blobs = await off_loop(unit.run, partial(_scan, rendered, secrets_in), large=large)
     if not blobs:
         return None, ''
-    return await _blobs(unit, text, blobs, timeout, images, withholding)
+    return await _blobs(unit, text, blobs, timeout, images, withholding, durable)
 
 
 def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list[Blob]]:
@@ -227,11 +213,25 @@ def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list
     return ''.join(texts), blobs
 
 
+async def _read(unit: ActionContext, data: bytes, mask: Mask | None, durable: DurableMedia | None) -> PdfReading:
+    """The file read in a worker thread, or in the durable operation in workflow code (never in place there)."""
+    if unit.run.in_durable_context and durable is not None:
+        answer = await durable.read_pdf(unit.run, base64.b64encode(data).decode('ascii'))
+        return reading_from_answer(answer)
+    digest, masked = await off_loop(unit.run, partial(read_masked, data, mask), large=True)
+    return PdfReading(digest, masked, can_render())
+
+
 async def _document(
-    unit: ActionContext, data: bytes, timeout: float, withholding: SecretWithholding | None
+    unit: ActionContext,
+    data: bytes,
+    timeout: float,
+    withholding: SecretWithholding | None,
+    durable: DurableMedia | None,
 ) -> tuple[MediaStep | None, str]:
     mask = withholding.mask_text if withholding is not None else None
-    digest, masked = await off_loop(unit.run, partial(_read_masked, data, mask), large=True)
+    reading = await _read(unit, data, mask, durable)
+    digest, masked = reading.digest, reading.masked
     log = masked.log
     rendered = Rendered('text', log) if log else None
     if withholding is not None and (masked.withheld or not masked.checked):
@@ -242,8 +242,8 @@ async def _document(
     handle, reason = await unit.write(f'{unit.key}/original', data, timeout)
     if handle is None:
         return None, reason
-    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=can_render())
-    viewable = digest.pages and can_render()
+    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=reading.renders)
+    viewable = digest.pages and reading.renders
     record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if viewable else ()
     return MediaStep(header, handle, len(data), rendered, record), ''
 
@@ -315,6 +315,7 @@ async def _blobs(
     timeout: float,
     images: ImageBand | None,
     withholding: SecretWithholding | None = None,
+    durable: DurableMedia | None = None,
 ) -> tuple[MediaStep | None, str]:
     rendered = unit.rendered
     original = await off_loop(unit.run, partial(_original_bytes, rendered), large=rendered.size_chars > OFF_LOOP_BYTES)
@@ -332,8 +333,9 @@ async def _blobs(
     records: list[dict[str, Any]] = []
     shown: list[BinaryImage] = []
     tried = 0
-    # Workflow code under a durable engine decodes nothing: there the markers alone say where the images are.
-    show = images.show_blob_images if images is not None and not unit.run.in_durable_context else 0
+    # Workflow code under a durable engine decodes nothing: a copy is made by the durable operation, if there is one.
+    can_fit = durable is not None or not unit.run.in_durable_context
+    show = images.show_blob_images if images is not None and can_fit else 0
     target = images.target(unit.run.model) if images is not None and show else None
     for number, blob in enumerate(blobs, 1):
         if blob.withheld:
@@ -349,8 +351,7 @@ async def _blobs(
         sent = None
         if images is not None and target is not None and tried < show:
             tried += 1  # attempts, not successes, are bounded: blobs that fail to decode cost a decode each
-            fit = partial(fitted_or_as_is, blob.data, images.max_decode_pixels, target)
-            sent = await off_loop(unit.run, fit, large=True)
+            sent = await _shown(unit, blob.data, images.max_decode_pixels, target, durable)
         if sent is None:
             markers.append(blob_marker(blob, blob_handle, view=blob_view_note(None, None)))
             records.append(_record(blob_handle, key, blob.data, blob.media_type))
@@ -374,6 +375,23 @@ async def _blobs(
     else:
         header = f"{head}, saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
     return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records), tuple(shown)), ''
+
+
+async def _shown(
+    unit: ActionContext, data: bytes, max_decode_pixels: int, target: ImageTarget, durable: DurableMedia | None
+) -> tuple[ImageInfo, FittedImage] | None:
+    """An image blob's header and what the model is sent for it (`fitted_or_as_is`); in workflow code its header is
+    read without Pillow and a copy is made by the durable operation.
+    """
+    if not unit.run.in_durable_context or durable is None:
+        return await off_loop(unit.run, partial(fitted_or_as_is, data, max_decode_pixels, target), large=True)
+    try:
+        info = read_info(data, max_decode_pixels, use_pillow=False)
+        if fits(info, target):
+            return info, FittedImage(data, info.media_type, info.width, info.height)
+        return info, await durable.fit(unit.run, data, info, target)
+    except (ImageRefused, PillowMissing):
+        return None
 
 
 def _original_bytes(rendered: Rendered) -> bytes:

@@ -1,0 +1,104 @@
+"""Image blobs and EXIF-rotated images under DBOS (issue 35, item 5): workflow code reads an image's header and EXIF
+orientation without Pillow and has any copy made by the durable `overflow_fit_image` step, so the model is sent
+what a run without an engine sends it (an image blob shown, a turned photo upright), and a recorded run returns the
+same answer without fitting or writing again."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
+
+from dbos import DBOS, SetWorkflowID
+from PIL import Image
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+
+from ..media._images import images_sent, screenshot
+from ..overflowing_tool_output.media.test_blob_images import _rotated_jpeg
+from ._dbos_app import register_output, start
+from ._step_budget_app import COUNTER_ENV, CountingStore, plain_output, writes
+
+pytestmark = [pytest.mark.durable, pytest.mark.anyio]
+
+PREFIX = 'media_agent__capability__overflowing_tool_output.'
+
+
+def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart('fetch', {}, tool_call_id='call_0')])
+    request = messages[-1]
+    assert isinstance(request, ModelRequest)
+    sent = [
+        (image.media_type, hashlib.sha256(image.data).hexdigest(), _green_top_left(image.data))
+        for image in images_sent([request])
+    ]
+    return ModelResponse(parts=[TextPart(json.dumps(sent))])
+
+
+def _green_top_left(data: bytes) -> bool:
+    """Whether the image's top-left pixel is green (the rotated test photo's, when it is shown upright)."""
+    with Image.open(io.BytesIO(data)) as image:
+        red, green, blue = image.convert('RGB').getpixel((5, 5))  # pyright: ignore[reportGeneralTypeIssues]
+    return green > 150 and red < 80 and blue < 80
+
+
+def build_for(tool: Callable[[], object]) -> Callable[..., Agent[None, str]]:
+    def build(store_dir: str | Path, *durability: DBOSDurability) -> Agent[None, str]:
+        agent = Agent(
+            FunctionModel(respond, model_name='scripted'),
+            name='media_agent',
+            capabilities=[OverflowingToolOutput(store=CountingStore(base_dir=store_dir)), *durability],
+        )
+        agent.tool_plain(name='fetch')(tool)
+        return agent
+
+    return build
+
+
+async def _run_twice(build: Callable[..., Agent[None, str]], db_url: str, tmp_path: Path, name: str) -> str:
+    """The run under DBOS, checked against the run without an engine and against its own replay."""
+    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id=f'wf-{name}:1')
+    start(db_url)
+    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), f'{name}_run')
+    DBOS.launch()
+    with SetWorkflowID(f'wf-{name}'):
+        output = await run_agent('go')
+    assert output == expected  # what a run without an engine sends
+    written = writes(os.environ[COUNTER_ENV])
+    steps = [step['function_name'] for step in await DBOS.list_workflow_steps_async(f'wf-{name}')]
+    assert steps.count(PREFIX + 'overflow_fit_image') == 1  # the copy was made by the durable step, once
+    with SetWorkflowID(f'wf-{name}'):
+        assert await run_agent('go') == output
+    assert writes(os.environ[COUNTER_ENV]) == written  # the recorded run wrote nothing again
+    return output
+
+
+async def test_an_image_blob_is_shown_under_dbos(db_url: str, tmp_path: Path) -> None:
+    page = json.dumps(
+        {'title': 'dashboard', 'shot': 'data:image/png;base64,' + base64.b64encode(screenshot()).decode()}
+    )
+    output = await _run_twice(build_for(lambda: page), db_url, tmp_path, 'blob')
+    ((media_type, _, _),) = json.loads(output)  # one image sent: the fitted copy of the 4880x2560 blob
+    assert media_type in ('image/png', 'image/jpeg')
+
+
+async def test_an_exif_rotated_photo_that_fits_is_sent_upright_under_dbos(db_url: str, tmp_path: Path) -> None:
+    photo = _rotated_jpeg(6)
+    output = await _run_twice(
+        build_for(lambda: BinaryImage(photo, media_type='image/jpeg')), db_url, tmp_path, 'turned'
+    )
+    ((_, digest, upright),) = json.loads(output)
+    assert upright and digest != hashlib.sha256(photo).hexdigest()  # a copy, turned upright; not the file as stored
