@@ -21,10 +21,18 @@ from dbos import DBOS, SetWorkflowID
 from PIL import Image
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
-from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    BinaryImage,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, SecretRedaction
 
 from ..media._images import images_sent, screenshot
 from ..overflowing_tool_output.media.test_blob_images import _rotated_jpeg
@@ -46,6 +54,16 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         for image in images_sent([request])
     ]
     return ModelResponse(parts=[TextPart(json.dumps(sent))])
+
+
+def answer_text(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart('fetch', {}, tool_call_id='call_0')])
+    request = messages[-1]
+    assert isinstance(request, ModelRequest)
+    return ModelResponse(
+        parts=[TextPart(str([part.content for part in request.parts if isinstance(part, ToolReturnPart)]))]
+    )
 
 
 def _green_top_left(data: bytes) -> bool:
@@ -102,3 +120,39 @@ async def test_an_exif_rotated_photo_that_fits_is_sent_upright_under_dbos(db_url
     )
     ((_, digest, upright),) = json.loads(output)
     assert upright and digest != hashlib.sha256(photo).hexdigest()  # a copy, turned upright; not the file as stored
+
+
+async def test_with_redaction_a_pdf_blob_is_withheld_in_workflow_code_which_does_not_read_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A PDF's text is read only by a durable step; a blob's secret check runs in workflow code, so there a PDF blob
+    is not checked and withheld, never stored where the model reads. Outside workflow code it is read and kept."""
+    from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
+
+    pdf = pdf_with_pages([['quarterly report', *(f'row {i}' for i in range(40))]])
+    data_url = 'data:application/pdf;base64,' + base64.b64encode(pdf).decode()
+    page = json.dumps({'name': 'report.pdf', 'file': data_url, 'log': [f'line {i}' for i in range(8_000)]})
+
+    def build(store_dir: str | Path, *durability: DBOSDurability) -> Agent[None, str]:
+        capability = OverflowingToolOutput(store=CountingStore(base_dir=store_dir), redact_secrets=SecretRedaction())
+        agent = Agent(
+            FunctionModel(answer_text, model_name='scripted'),
+            name='media_agent',
+            capabilities=[capability, *durability],
+        )
+        agent.tool_plain(name='fetch')(lambda: page)
+        return agent
+
+    plain = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-pdfblob:1')
+    assert 'holding a base64 blob (756 bytes decoded), saved apart and marked below; the whole output' in plain
+    start(db_url)
+    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), 'pdfblob_run')
+    DBOS.launch()
+    with SetWorkflowID('wf-pdfblob'):
+        output = await run_agent('go')
+    assert (
+        'holding a base64 blob (756 bytes decoded), marked below; it may hold a secret, so the whole output is not kept'
+        in output
+    )
+    stored = [path.read_bytes() for path in (tmp_path / 'store').rglob('*') if path.is_file()]
+    assert not any(b'%PDF' in data or b'JVBER' in data for data in stored)  # neither decoded nor encoded

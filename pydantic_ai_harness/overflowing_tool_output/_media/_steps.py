@@ -118,13 +118,14 @@ def _record(
     }
 
 
-def secret_check(withholding: SecretWithholding | None) -> SecretCheck | None:
+def secret_check(withholding: SecretWithholding | None, *, read_pdfs: bool = True) -> SecretCheck | None:
     """With secret redaction on: the kinds of secret a blob's decoded bytes may hold (it is then withheld: nothing of
     it is stored where the model reads, decoded or encoded).
 
     Every blob is checked, binary or not: its bytes read as Latin-1 (one character per byte, so a token between
     NULs or inside a zip's stored entry is found as the hex dump of the query tools would spell it), and a PDF's
-    text as well (its streams are compressed; its pages could be rendered).
+    text as well (its streams are compressed; its pages could be rendered). `read_pdfs` is false in durable workflow
+    code, which parses no file: there a PDF blob's text is not checked, so it is withheld.
     """
     if withholding is None:
         return None
@@ -136,6 +137,8 @@ def secret_check(withholding: SecretWithholding | None) -> SecretCheck | None:
             return tuple(sorted(found))
         if not is_pdf(data, None):
             return ()
+        if not read_pdfs:  # durable workflow code parses no file: a PDF's text is unchecked there, so withheld
+            return ('PDF text not checked here',)
         masked = masked_pdf(mask, read_pdf(data))
         if masked.withheld:
             return ('PDF text',)
@@ -175,7 +178,7 @@ async def media_step(
         if is_pdf(rendered.data, rendered.media_type) and (durable is not None or not in_workflow):
             return await _document(unit, rendered.data, timeout, withholding, durable)
         return None, ''
-    secrets_in = secret_check(withholding)
+    secrets_in = secret_check(withholding, read_pdfs=not in_workflow)
     if rendered.kind not in ('text', 'structured'):
         return None, ''
     # A structured value's text is built by the scan, off the loop; with redaction on, a blob's secret check may
