@@ -54,8 +54,14 @@ class FileItems:
     """The bytes of the reduced documents."""
 
     def stored(self) -> Reduced | None:
-        """The first reduction that stored something, to name in the return's metadata."""
+        """The first reduction that stored something, to name in the return's metadata (`<prefix>_handle`)."""
         return next((reduced for reduced in self.reduced if reduced.handle is not None), None)
+
+    def handles(self) -> tuple[tuple[str, str | None], ...]:
+        """The handle and key of every document stored, in list order (`<prefix>_file_handles`): each is known to
+        the query tools, not only the first.
+        """
+        return tuple((reduced.handle, reduced.key) for reduced in self.reduced if reduced.handle is not None)
 
     def images(self) -> tuple[dict[str, Any], ...]:
         """What the view tool can show of them (a PDF's pages), as the image band records its originals."""

@@ -1,0 +1,157 @@
+"""Every document of a list stored one by one is known to the query tools, not only the first (issue 35): a search
+without a handle covers each, the unknown-handle answer lists each, and aging the list keeps each reachable."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart
+
+from pydantic_ai_harness.overflowing_tool_output import Aging, LocalFileStore, OverflowingToolOutput, overflow_report
+from pydantic_ai_harness.overflowing_tool_output._events import FILE_HANDLES_READ
+from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import known_handles
+
+from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
+from .test_document_items import report, returns
+from .test_image_band import Scripted
+
+pytestmark = pytest.mark.anyio
+
+
+def gamma_report() -> bytes:
+    """A 40-page PDF like the others, whose page 34 alone holds the word `zephyrine`."""
+    pages = [
+        [f'Gamma report, page {page}', *(f'row {page}.{row}: revenue {page * row}' for row in range(30))]
+        for page in range(1, 41)
+    ]
+    pages[33].append('audit remark: zephyrine ledger mismatch')
+    return pdf_with_pages(pages)
+
+
+def three_reports() -> list[object]:
+    """A caption and three 40-page PDFs, each over the default band."""
+    return [
+        'three reports:',
+        BinaryContent(report(40, 'Alpha report'), media_type='application/pdf'),
+        BinaryContent(report(40, 'Beta report'), media_type='application/pdf'),
+        BinaryContent(gamma_report(), media_type='application/pdf'),
+    ]
+
+
+def text_handles(part: ToolReturnPart) -> list[str]:
+    """The handles each reduced document's text was saved under, in list order."""
+    assert isinstance(part.content, list)
+    return [
+        found.group(1)
+        for item in part.content
+        if isinstance(item, str) and (found := re.search(r"Saved in full under handle '([^']+)'", item))
+    ]
+
+
+def answer_of(messages: list[ModelMessage], tool_name: str) -> str:
+    (content,) = [part.content for part in returns(messages) if part.tool_name == tool_name][-1:]
+    assert isinstance(content, str)
+    return content
+
+
+QUERIES: list[tuple[str, dict[str, Any]]] = [
+    ('grep_tool_result', {'pattern': 'zephyrine'}),
+    ('read_tool_result', {'handle': 'no-such-handle'}),
+]
+
+
+async def test_each_document_of_a_list_is_known_to_the_query_tools_before_and_after_aging(tmp_path: Path) -> None:
+    script = Scripted([('reports', {})], QUERIES, QUERIES, QUERIES)
+    store = LocalFileStore(base_dir=tmp_path)
+    aging = Aging(after_turns=2, batch_tokens=0)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store, aging=aging)])
+    agent.tool_plain(name='reports')(three_reports)
+    result = await agent.run('compare them', run_id='run-1')
+
+    (part,) = returns(script.requests[1])
+    alpha, beta, gamma = text_handles(part)
+    metadata: dict[str, Any] = part.metadata or {}
+    assert metadata['overflow_handle'] == alpha  # the first document, as before
+    assert metadata['overflow_file_handles'] == [
+        [alpha, 'run-1/c0_0/0/file1'],
+        [beta, 'run-1/c0_0/0/file2'],
+        [gamma, 'run-1/c0_0/0/file3'],
+    ]
+    # A search without a handle finds the word only the third document holds.
+    assert answer_of(script.requests[2], 'grep_tool_result') == snapshot("""\
+1 matching line for 'zephyrine' (literal, case-sensitive) in 1 stored result (3 stored results searched of the 3 this conversation holds, newest first; 84465 bytes). Showing all, under the handle of the result holding them:
+-- 2fwazsqr4b (reports, 1281 lines): 1 matching line --
+1089| audit remark: zephyrine ledger mismatch
+(Read around a match with its handle and line: read_tool_result(handle='2fwazsqr4b', offset=1084, limit=12); one result with context: grep_tool_result(handle='2fwazsqr4b', pattern='zephyrine').)\
+""")
+    # A handle nobody made: the answer lists every document's handle.
+    assert answer_of(script.requests[2], 'read_tool_result') == snapshot("""\
+No stored result found under handle 'no-such-handle'. Stored results of this conversation, newest first:
+2qc6t3715e  (reports)
+9bmxd5b9ab  (reports)
+2fwazsqr4b  (reports)
+Pass one of these handles exactly. A result cleaned up since needs its tool called again.\
+""")
+
+    # The list aged (its preview is a view of the first document alone, so it was written anew): the stub names the
+    # aged copy, which holds every document's header and handle, and each document is still found and listed.
+    (aged,) = [p for p in returns(script.requests[3]) if p.tool_name == 'reports']
+    assert aged.content == snapshot(
+        "[Moved out of context: the output of `reports` (~569 tokens). Saved in full under handle 'a8ap8vthzk'; read_tool_result or grep_tool_result gets it back.]"
+    )
+    aged_handle = (aged.metadata or {})['overflow_aged_handle']
+    assert aged_handle not in (alpha, beta, gamma)
+    stored = (await store.read(aged_handle)).decode()
+    assert stored.startswith('three reports:\n\n[`reports` returned a PDF')  # its texts, read line by line
+    assert all(f"'{handle}'" in stored for handle in (alpha, beta, gamma))
+    assert answer_of(script.requests[4], 'grep_tool_result') == snapshot("""\
+1 matching line for 'zephyrine' (literal, case-sensitive) in 1 stored result (4 stored results searched of the 4 this conversation holds, newest first; 86698 bytes). Showing all, under the handle of the result holding them:
+-- 2fwazsqr4b (reports, 1281 lines): 1 matching line --
+1089| audit remark: zephyrine ledger mismatch
+(Read around a match with its handle and line: read_tool_result(handle='2fwazsqr4b', offset=1084, limit=12); one result with context: grep_tool_result(handle='2fwazsqr4b', pattern='zephyrine').)\
+""")
+    assert answer_of(script.requests[4], 'read_tool_result') == snapshot("""\
+No stored result found under handle 'no-such-handle'. Stored results of this conversation, newest first:
+2qc6t3715e  (reports)
+9bmxd5b9ab  (reports)
+2fwazsqr4b  (reports)
+a8ap8vthzk  (reports)
+Pass one of these handles exactly. A result cleaned up since needs its tool called again.\
+""")
+    assert overflow_report(result.all_messages()).handles == snapshot(
+        ('2qc6t3715e', '9bmxd5b9ab', '2fwazsqr4b', 'a8ap8vthzk')
+    )
+
+
+def test_file_handles_in_metadata_are_read_with_their_shapes_checked_and_bounded() -> None:
+    """Metadata is the application's and a tool's to set: only `[handle, key]` pairs of strings a store could make
+    are read, and at most `FILE_HANDLES_READ` of one part."""
+    entries: list[object] = [
+        ['good1', 'run/c/0/file1'],
+        'not a pair',
+        ['only-handle'],
+        [12, 'key'],
+        ['x' * 5_000, 'key'],
+        ['good2', 7],  # a key that is not a string: the handle is still known, without a key
+        ['good1', 'run/c/0/file1'],  # named twice: listed once
+    ]
+    part = ToolReturnPart('reports', 'preview', tool_call_id='c1', metadata={'overflow_file_handles': entries})
+    flood = ToolReturnPart(
+        'flood',
+        'x',
+        tool_call_id='c2',
+        metadata={'overflow_content_file_handles': [[f'h{n}', None] for n in range(5_000)]},
+    )
+    odd = ToolReturnPart('odd', 'x', tool_call_id='c3', metadata={'overflow_file_handles': {'h': 'k'}})
+    known = known_handles([ModelRequest(parts=[part]), ModelRequest(parts=[flood, odd])])
+    assert [(k.handle, k.tool_name, k.key) for k in known if k.tool_name == 'reports'] == [
+        ('good1', 'reports', 'run/c/0/file1'),
+        ('good2', 'reports', None),
+    ]
+    assert len([k for k in known if k.tool_name == 'flood']) == FILE_HANDLES_READ
+    assert not [k for k in known if k.tool_name == 'odd']
