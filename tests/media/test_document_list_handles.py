@@ -12,12 +12,20 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart
 
-from pydantic_ai_harness.overflowing_tool_output import Aging, LocalFileStore, OverflowingToolOutput, overflow_report
+from pydantic_ai_harness.overflowing_tool_output import (
+    Aging,
+    Band,
+    LocalFileStore,
+    OverflowingToolOutput,
+    Spill,
+    StepBudget,
+    overflow_report,
+)
 from pydantic_ai_harness.overflowing_tool_output._events import FILE_HANDLES_READ
 from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import known_handles
 
 from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
-from .test_document_items import report, returns
+from .test_document_items import handle_of, report, returns
 from .test_image_band import Scripted
 
 pytestmark = pytest.mark.anyio
@@ -155,3 +163,63 @@ def test_file_handles_in_metadata_are_read_with_their_shapes_checked_and_bounded
     ]
     assert len([k for k in known if k.tool_name == 'flood']) == FILE_HANDLES_READ
     assert not [k for k in known if k.tool_name == 'odd']
+
+
+def annual_report() -> bytes:
+    """A 300-page PDF whose page 250 alone holds the word `zephyrine`."""
+    pages = [
+        [f'Annual report, page {page}', *(f'row {page}.{row}: revenue {page * row}' for row in range(30))]
+        for page in range(1, 301)
+    ]
+    pages[249].append('audit remark: zephyrine ledger mismatch')
+    return pdf_with_pages(pages)
+
+
+async def test_the_step_budget_reduces_a_list_holding_a_document_document_by_document(tmp_path: Path) -> None:
+    """A 300-page PDF in a list, within its band when returned, pushes the step over its budget: at request time the
+    list keeps its place and its text, the PDF in it becomes its header and its text spilled, as at tool execution."""
+    pdf = annual_report()
+    script = Scripted([('annual', {}), ('notes', {})], [('grep_tool_result', {'pattern': 'zephyrine'})])
+    store = LocalFileStore(base_dir=tmp_path)
+    capability = OverflowingToolOutput[Any](
+        store=store, bands=[Band(over=1_000_000, action=Spill())], step_budget=StepBudget(max_size=40_000)
+    )
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='annual')(lambda: ['the annual report:', BinaryContent(pdf, media_type='application/pdf')])
+    agent.tool_plain(name='notes')(lambda: 'two short notes')
+    await agent.run('audit it', run_id='run-1')
+
+    annual, notes = returns(script.requests[1])
+    assert notes.content == 'two short notes'
+    assert isinstance(annual.content, list)
+    note, caption, document = annual.content
+    assert note == snapshot(
+        '[Step budget: the 2 tool results of this step came to 151547 characters, over the budget of 40000; this one (151532 characters, one of the largest) was stored in full, with a preview here.]'
+    )
+    assert caption == 'the annual report:'
+    assert isinstance(document, str)
+    assert document[:700] == snapshot("""\
+[`annual` returned a PDF (151.5 KB), saved unchanged as handle 'cy4pwv0xrm': 300 pages. Its text follows, each page starting with the line `=== page N/300 ===`; view_tool_result_image(handle='cy4pwv0xrm', page=N) shows page N as an image.]
+[`annual` returned too much to show (~56943 tokens). Saved in full under handle '2qc6t3715e': 9601 lines, 227771 bytes; a preview follows.
+grep_tool_result(handle, pattern) finds lines; read_tool_result(handle, offset=N) reads 200 lines from line N; from_end=True reads the end.]
+First lines (1-5 of 9601):
+1| === page 1/300 ===
+2| Annual report, page 1
+3| row 1.0: revenue 0
+4| row 1.1: revenue 1
+5| row 1.2: revenue 2
+Last lines (9600-9601):
+9600| row 300.28\
+""")
+    assert await store.read(handle_of(document)) == pdf  # the file itself, byte for byte
+    metadata: dict[str, Any] = annual.metadata or {}
+    (text_handle,) = text_handles(annual)
+    assert metadata['overflow_file_handles'] == [[text_handle, 'run-1/c0_0/0/file1']]
+    assert metadata['overflow_step_budget'] == 40_000
+    # The document's text is found by a search without a handle.
+    assert answer_of(script.requests[2], 'grep_tool_result') == snapshot("""\
+1 matching line for 'zephyrine' (literal, case-sensitive) in 1 stored result (1 stored result searched of the 1 this conversation holds, newest first; 227771 bytes). Showing all, under the handle of the result holding them:
+-- 2qc6t3715e (annual, 9601 lines): 1 matching line --
+8001| audit remark: zephyrine ledger mismatch
+(Read around a match with its handle and line: read_tool_result(handle='2qc6t3715e', offset=7996, limit=12); one result with context: grep_tool_result(handle='2qc6t3715e', pattern='zephyrine').)\
+""")

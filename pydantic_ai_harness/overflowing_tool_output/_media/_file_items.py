@@ -22,7 +22,7 @@ from .._actions._unit import Reduced
 from .._rendering._render import Rendered
 from ._pdf import is_pdf
 
-__all__ = ('FileItems', 'ReduceFile', 'holds_documents', 'reduce_file_items')
+__all__ = ('FileItems', 'ReduceFile', 'documents_in', 'holds_documents', 'reduce_file_items')
 
 ReduceFile = Callable[[Rendered, BinaryContent, str], Awaitable[Reduced | None]]
 """Reduces one file through the band loop: `(rendered, the file, the name of its key's part)`; `None`: it stays."""
@@ -38,6 +38,11 @@ def _is_document(item: object) -> bool:
 def holds_documents(value: object) -> bool:
     """Whether `value` is a list or tuple holding a document given as bytes."""
     return is_array(value) and any(_is_document(item) for item in value)
+
+
+def documents_in(value: object) -> list[BinaryContent]:
+    """The documents given as bytes in `value`, a list or tuple (none in anything else)."""
+    return [item for item in value if _is_document(item)] if is_array(value) else []
 
 
 @dataclass(frozen=True)
