@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart
 
 from pydantic_ai_harness.overflowing_tool_output import (
@@ -22,9 +22,10 @@ from pydantic_ai_harness.overflowing_tool_output import (
     overflow_report,
 )
 from pydantic_ai_harness.overflowing_tool_output._events import FILE_HANDLES_READ
-from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import known_handles
+from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import handles_to_carry, known_handles
 
 from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
+from ..overflowing_tool_output.test_compaction import Summarizing
 from .test_document_items import handle_of, report, returns
 from .test_image_band import Scripted
 
@@ -131,6 +132,9 @@ No stored result found under handle 'no-such-handle'. Stored results of this con
 a8ap8vthzk  (reports)
 Pass one of these handles exactly. A result cleaned up since needs its tool called again.\
 """)
+    # A durable unit's context carries every one (`OverflowTemporalRunContext`).
+    carried = [handle for handle, _tool, _key in handles_to_carry(result.all_messages())]
+    assert {alpha, beta, gamma, aged_handle} <= set(carried)
     assert overflow_report(result.all_messages()).handles == snapshot(
         ('2qc6t3715e', '9bmxd5b9ab', '2fwazsqr4b', 'a8ap8vthzk')
     )
@@ -223,3 +227,22 @@ Last lines (9600-9601):
 8001| audit remark: zephyrine ledger mismatch
 (Read around a match with its handle and line: read_tool_result(handle='2qc6t3715e', offset=7996, limit=12); one result with context: grep_tool_result(handle='2qc6t3715e', pattern='zephyrine').)\
 """)
+
+
+async def test_each_document_of_a_list_outlives_another_capabilitys_compaction(tmp_path: Path) -> None:
+    """A user's compaction drops the list and its metadata; the ledger it gets keeps every document's handle."""
+    script = Scripted([('reports', {})], [('compact_now', {})], [QUERIES[0]])
+    capability = OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))
+    agent = Agent(script.model(), capabilities=[Summarizing(), capability])
+    agent.tool_plain(name='reports')(three_reports)
+
+    @agent.tool
+    def compact_now(ctx: RunContext[Any]) -> str:
+        ctx.request_compaction(reason='manual')
+        return 'compaction requested'
+
+    result = await agent.run('compare them', run_id='run-1')
+    assert [record.handler for record in result.compactions] == ['summarizing']
+    assert not [p for p in returns(script.requests[3]) if p.tool_name == 'reports']  # the list is gone
+    found = answer_of(script.requests[3], 'grep_tool_result')
+    assert '1 matching line' in found and 'audit remark: zephyrine ledger mismatch' in found
