@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
 
 from pydantic_ai_harness.overflowing_tool_output import (
     Aging,
@@ -246,3 +246,38 @@ async def test_each_document_of_a_list_outlives_another_capabilitys_compaction(t
     assert not [p for p in returns(script.requests[3]) if p.tool_name == 'reports']  # the list is gone
     found = answer_of(script.requests[3], 'grep_tool_result')
     assert '1 matching line' in found and 'audit remark: zephyrine ledger mismatch' in found
+
+
+async def test_each_document_of_tool_return_content_is_known(tmp_path: Path) -> None:
+    """The same for `ToolReturn.content` (`overflow_content_file_handles`)."""
+    script = Scripted([('reports', {})], [QUERIES[0]])
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='reports')(lambda: ToolReturn('two reports', content=three_reports()[2:]))
+    await agent.run('compare them', run_id='run-1')
+    (part,) = returns(script.requests[1])
+    metadata: dict[str, Any] = part.metadata or {}
+    assert [key for _handle, key in metadata['overflow_content_file_handles']] == [
+        'run-1/c0_0/0/content/file0',
+        'run-1/c0_0/0/content/file1',
+    ]
+    found = answer_of(script.requests[2], 'grep_tool_result')
+    assert '1 matching line' in found and 'audit remark: zephyrine ledger mismatch' in found
+
+
+async def test_documents_stay_known_when_the_rest_of_the_list_is_reduced_as_text(tmp_path: Path) -> None:
+    """A list whose text (the documents' headers and previews in it) is over its band too is spilled as text under a
+    handle of its own; every document's handle is still named beside it."""
+    script = Scripted([('reports', {})], [QUERIES[1]])
+    capability = OverflowingToolOutput(
+        store=LocalFileStore(base_dir=tmp_path), bands=[Band(over=2_000, action=Spill())]
+    )
+    agent = Agent(script.model(), capabilities=[capability])
+    agent.tool_plain(name='reports')(three_reports)
+    await agent.run('compare them', run_id='run-1')
+    (part,) = returns(script.requests[1])
+    assert isinstance(part.content, str) and part.content.startswith('[`reports` returned too much to show')
+    metadata: dict[str, Any] = part.metadata or {}
+    documents = [handle for handle, _key in metadata['overflow_file_handles']]
+    assert len(documents) == 3 and metadata['overflow_handle'] not in documents
+    listed = answer_of(script.requests[2], 'read_tool_result')
+    assert all(f'{handle}  (reports)' in listed for handle in [metadata['overflow_handle'], *documents])
