@@ -42,7 +42,7 @@ def gamma_report() -> bytes:
     return pdf_with_pages(pages)
 
 
-def three_reports() -> list[object]:
+def three_reports() -> list[str | BinaryContent]:
     """A caption and three 40-page PDFs, each over the default band."""
     return [
         'three reports:',
