@@ -13,7 +13,7 @@ from pydantic_ai.messages import CapabilityEvent, ModelMessage, ModelRequest, To
 from pydantic_ai.tools import RunContext
 
 from .._caller import warn_at_caller
-from .._typing import is_mapping
+from .._typing import is_list, is_mapping
 
 __all__ = (
     'AgedInRun',
@@ -23,6 +23,7 @@ __all__ = (
     'OverflowRunSummary',
     'OverflowingToolOutputWarning',
     'aged_in_run',
+    'file_handles',
     'logger',
     'overflow_report',
     'report',
@@ -41,6 +42,23 @@ CONTENT_PREFIX = 'overflow_content'
 AGED_PREFIX = 'overflow_aged'
 """Metadata keys on an aged `ToolReturnPart`: `_handle`, `_key` (when it was written for aging), `_size_before`,
 `_size_after` (characters), `_run` and `_step` (the run and the request that aged it: one broken cache prefix)."""
+
+FILE_HANDLES = 'file_handles'
+"""`<prefix>_file_handles`: `[handle, key]` of each document of a list stored apart (`_media._file_items`), in list
+order; `<prefix>_handle` names the first of them only."""
+
+FILE_HANDLES_READ = 1_000
+"""The most entries of one part's `<prefix>_file_handles` read (metadata is untrusted: it may be any length)."""
+
+
+def file_handles(metadata: Mapping[str, object], prefix: str) -> list[tuple[object, object]]:
+    """The `(handle, key)` entries of `<prefix>_file_handles` in `metadata`, shapes checked, at most
+    `FILE_HANDLES_READ` of them (their values are the caller's to check).
+    """
+    entries = metadata.get(f'{prefix}_{FILE_HANDLES}')
+    if not is_list(entries):
+        return []
+    return [(entry[0], entry[1]) for entry in entries[:FILE_HANDLES_READ] if is_list(entry) and len(entry) == 2]
 
 
 class OverflowingToolOutputWarning(UserWarning):
@@ -213,10 +231,11 @@ def overflow_report(messages: Iterable[ModelMessage]) -> OverflowReport:
                 by_action[action] = by_action.get(action, 0) + 1
                 chars_before += _int(metadata.get(f'{prefix}_size_before'))
                 chars_after += _int(metadata.get(f'{prefix}_size_after'))
-                handle = metadata.get(f'{prefix}_handle')
-                if isinstance(handle, str) and handle not in seen:
-                    seen.add(handle)
-                    handles.append(handle)
+                listed = [metadata.get(f'{prefix}_handle'), *(entry[0] for entry in file_handles(metadata, prefix))]
+                for handle in listed:
+                    if isinstance(handle, str) and handle not in seen:
+                        seen.add(handle)
+                        handles.append(handle)
             if f'{AGED_PREFIX}_step' in metadata:
                 aged += 1
                 aged_before += _int(metadata.get(f'{AGED_PREFIX}_size_before'))

@@ -157,7 +157,9 @@ class BandLoop:
         )
         # Advice to call the tool again with narrower arguments only fits a tool that takes some.
         takes_arguments = bool(tool_def.parameters_json_schema.get('properties'))
-        new_value = await self._reduce_part(ctx, call, bands, rendered_value, value, 'return_value', takes_arguments)
+        new_value = await self.reduce_part(
+            ctx, call, bands, rendered_value, value, 'return_value', takes_arguments, show_images=True
+        )
         new_content = None
         if content is not None:
             rendered = render_content(content)
@@ -165,7 +167,9 @@ class BandLoop:
                 rendered = await off_loop(
                     ctx, partial(render_value, rendered.text, strip_ansi=True), large=large_text(rendered.text)
                 )
-            new_content = await self._reduce_part(ctx, call, bands, rendered, content, 'content', takes_arguments)
+            new_content = await self.reduce_part(
+                ctx, call, bands, rendered, content, 'content', takes_arguments, show_images=True
+            )
         if new_value is None and new_content is None:
             return result
         return with_stored_images(reassemble(envelope, value, content, new_value, new_content), new_value, new_content)
@@ -192,7 +196,7 @@ class BandLoop:
         otherwise the run's model's are read, if the bands need them. `failure`: the unit is a failure's message.
         `media`: a PDF or a text holding base64 blobs is taken apart first (`_media`); off for what that step hands
         back. `show_images`: image blobs are shown beside their markers (`Reduced.shown`, which the caller
-        sends). `part`: a file of a list, reduced on its own (`_reduce_part`).
+        sends). `part`: a file of a list, reduced on its own (`reduce_part`).
         """
         if not bands:
             return left_as_is(rendered, original, call.tool_name)  # `per_tool={name: []}`: nothing is measured
@@ -269,7 +273,7 @@ class BandLoop:
             warn(f'{type(action).__name__} could not reduce the {unit} of `{call.tool_name}`: {reason}; {what}')
         return left_as_is(rendered, original, call.tool_name)
 
-    async def _reduce_part(
+    async def reduce_part(
         self,
         ctx: RunContext[Any],
         call: ToolCallPart,
@@ -277,14 +281,24 @@ class BandLoop:
         rendered: Rendered,
         original: object,
         unit: UnitName,
-        takes_arguments: bool,
+        takes_arguments: bool = True,
+        context: tuple[int | None, float | None] | None = None,
+        *,
+        show_images: bool = False,
+        rest: bool = True,
     ) -> Reduced | None:
-        """`reduce_unit` for a tool's return value or content; a list holding documents is first reduced file by file."""
+        """`reduce_unit` for a tool's return value or content; a list holding documents is first reduced file by file.
+
+        `rest`: what is left of such a list (its text, the documents' text in it) is then reduced as any list is; off
+        at request time, where a band over nothing (the step budget's) would store the list's text again whole.
+        """
         if bands and rendered.kind == 'multimodal' and holds_documents(original):
-            files = await self._file_items(ctx, call, bands, original, unit, takes_arguments)
+            files = await self._file_items(ctx, call, bands, original, unit, takes_arguments, context, rest=rest)
             if files is not None:
                 return files
-        return await self.reduce_unit(ctx, call, bands, rendered, original, unit, takes_arguments, show_images=True)
+        return await self.reduce_unit(
+            ctx, call, bands, rendered, original, unit, takes_arguments, context, show_images=show_images
+        )
 
     async def _file_items(
         self,
@@ -294,19 +308,27 @@ class BandLoop:
         items: Any,
         unit: UnitName,
         takes_arguments: bool,
+        context: tuple[int | None, float | None] | None,
+        *,
+        rest: bool,
     ) -> Reduced | None:
-        """A list's documents reduced one by one (`_file_items`), then what is left of the list, as any list is."""
+        """A list's documents reduced one by one (`_file_items`), then (`rest`) what is left of the list, as any list
+        is. Every document stored is named in the metadata (`Reduced.files`), not only the first.
+        """
 
         async def reduce_file(rendered: Rendered, item: object, part: str) -> Reduced | None:
-            return await self.reduce_unit(ctx, call, bands, rendered, item, unit, takes_arguments, part=part)
+            return await self.reduce_unit(ctx, call, bands, rendered, item, unit, takes_arguments, context, part=part)
 
         files = await reduce_file_items(items, reduce_file)
         if files is None:
             return None
-        rest = render_content(files.items) if unit == 'content' else render_value(files.items)
-        outer = await self.reduce_unit(ctx, call, bands, rest, files.items, unit, takes_arguments, media=False)
-        if outer is not None:  # (what is left is text, over its band: reduced as text, the documents' text in it)
-            return replace(outer, images=(*files.images(), *outer.images))
+        if rest:
+            left = render_content(files.items) if unit == 'content' else render_value(files.items)
+            outer = await self.reduce_unit(
+                ctx, call, bands, left, files.items, unit, takes_arguments, context, media=False
+            )
+            if outer is not None:  # (what is left is text, over its band: reduced as text, the documents' text in it)
+                return replace(outer, images=(*files.images(), *outer.images), files=files.handles())
         first = files.stored()
         return Reduced(
             files.items,
@@ -316,6 +338,7 @@ class BandLoop:
             size_before=files.document_bytes,
             key=first.key if first is not None else None,
             images=files.images(),
+            files=files.handles(),
         )
 
     async def _after_media(

@@ -15,7 +15,7 @@ from pydantic_ai.messages import BinaryImage, ToolCallPart, ToolReturn, UserCont
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
-from .._events import CONTENT_PREFIX, VALUE_PREFIX, OverflowReduced, warn
+from .._events import CONTENT_PREFIX, FILE_HANDLES, VALUE_PREFIX, OverflowReduced, warn
 from .._rendering._markers import unrenderable_note
 from .._rendering._render import Rendered
 from ..stores import OverflowStore
@@ -71,6 +71,10 @@ class Reduced:
 
     shown: tuple[BinaryImage, ...] = ()
     """Images shown to the model after `value` (image blobs found in it, fitted), in the order of its markers."""
+
+    files: tuple[tuple[str, str | None], ...] = ()
+    """For a list whose documents were reduced one by one (`_media._file_items`): the handle and key of each one
+    stored, in list order (`<prefix>_file_handles` in the metadata), so every one is known, not only `handle`."""
 
 
 class Writer(Protocol):
@@ -212,7 +216,8 @@ def reduction_notes(prefix: str, reduced: Reduced) -> dict[str, Any]:
     """The metadata keys for one reduced part: `<prefix>_action`, `_size_before`, `_size_after`, `_handle`, `_bytes`.
 
     With a handle, also `_key`: the key it was written under (`<run id>/<tool call id>/<retry>`), for which the
-    built-in stores return a short handle.
+    built-in stores return a short handle. For a list whose documents were stored one by one, `_file_handles`:
+    `[handle, key]` of each.
     """
     notes: dict[str, Any] = {
         f'{prefix}_action': reduced.action,
@@ -224,6 +229,8 @@ def reduction_notes(prefix: str, reduced: Reduced) -> dict[str, Any]:
         notes[f'{prefix}_bytes'] = reduced.nbytes
         if reduced.key is not None:
             notes[f'{prefix}_key'] = reduced.key
+    if reduced.files:
+        notes[f'{prefix}_{FILE_HANDLES}'] = [[handle, key] for handle, key in reduced.files]
     return notes
 
 

@@ -22,7 +22,7 @@ from .._actions._unit import Reduced
 from .._rendering._render import Rendered
 from ._pdf import is_pdf
 
-__all__ = ('FileItems', 'ReduceFile', 'holds_documents', 'reduce_file_items')
+__all__ = ('FileItems', 'ReduceFile', 'documents_in', 'holds_documents', 'reduce_file_items')
 
 ReduceFile = Callable[[Rendered, BinaryContent, str], Awaitable[Reduced | None]]
 """Reduces one file through the band loop: `(rendered, the file, the name of its key's part)`; `None`: it stays."""
@@ -40,6 +40,11 @@ def holds_documents(value: object) -> bool:
     return is_array(value) and any(_is_document(item) for item in value)
 
 
+def documents_in(value: object) -> list[BinaryContent]:
+    """The documents given as bytes in `value`, a list or tuple (none in anything else)."""
+    return [item for item in value if _is_document(item)] if is_array(value) else []
+
+
 @dataclass(frozen=True)
 class FileItems:
     """A list with its documents reduced."""
@@ -54,8 +59,14 @@ class FileItems:
     """The bytes of the reduced documents."""
 
     def stored(self) -> Reduced | None:
-        """The first reduction that stored something, to name in the return's metadata."""
+        """The first reduction that stored something, to name in the return's metadata (`<prefix>_handle`)."""
         return next((reduced for reduced in self.reduced if reduced.handle is not None), None)
+
+    def handles(self) -> tuple[tuple[str, str | None], ...]:
+        """The handle and key of every document stored, in list order (`<prefix>_file_handles`): each is known to
+        the query tools, not only the first.
+        """
+        return tuple((reduced.handle, reduced.key) for reduced in self.reduced if reduced.handle is not None)
 
     def images(self) -> tuple[dict[str, Any], ...]:
         """What the view tool can show of them (a PDF's pages), as the image band records its originals."""

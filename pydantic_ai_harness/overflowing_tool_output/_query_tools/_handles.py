@@ -18,7 +18,7 @@ from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, Too
 
 from ..._clash import warn_on_clash
 from ..._typing import is_list
-from .._events import AGED_PREFIX, CONTENT_PREFIX, VALUE_PREFIX
+from .._events import AGED_PREFIX, CONTENT_PREFIX, VALUE_PREFIX, file_handles
 from .._search._query import Payload, open_payload
 from ..stores._paths import MAX_HANDLE_LENGTH, handle_for_key, is_short_handle
 from ..stores._protocol import HandleNotFoundError, OverflowStore, RangeReadableStore
@@ -73,7 +73,9 @@ search without a handle still covers them (the stubs and previews that named the
 
 
 def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
-    """The handles recorded in `messages` (tool returns, and the ledgers of compactions), newest first, each once."""
+    """The handles recorded in `messages` (tool returns, each document of a list stored apart, and the ledgers of
+    compactions), newest first, each once.
+    """
     found: list[KnownHandle] = []
     seen: set[str] = set()
 
@@ -98,6 +100,9 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
                 continue
             for prefix in (CONTENT_PREFIX, VALUE_PREFIX, AGED_PREFIX):
                 add(part.metadata.get(f'{prefix}_handle'), part.tool_name, part.metadata.get(f'{prefix}_key'))
+                # Each document of a list stored one by one, in list order (`<prefix>_handle` names the first).
+                for handle, key in file_handles(part.metadata, prefix):
+                    add(handle, part.tool_name, key)
     return found
 
 

@@ -24,9 +24,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.tools import RunContext
 from typing_extensions import TypeIs
 
-from ..._typing import is_int, is_mapping
+from ..._typing import is_int, is_list, is_mapping
 from .._actions._unit import with_notes
-from .._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, report_aged, warn
+from .._events import AGED_PREFIX, VALUE_PREFIX, OverflowAged, aged_in_run, file_handles, report_aged, warn
 from .._query_tools._names import QUERY_TOOL_KINDS, offered_names
 from .._rendering._markers import kept_for
 from .._rendering._text_wrapper import wrapped_text
@@ -254,9 +254,12 @@ def is_aged(part: ToolReturnPart) -> bool:
 
 def _stored_handle(part: ToolReturnPart) -> str | None:
     """The handle a spilled return's metadata names: its preview is a view of that payload, so nothing is lost, once
-    `_verified_size` has checked it. A summary that kept its original is written anew: the model read the summary.
+    `_verified_size` has checked it. A summary that kept its original is written anew: the model read the summary. So
+    is a list whose documents were stored one by one: its handle holds the first document alone, not the list.
     """
     if not is_mapping(part.metadata) or part.metadata.get(f'{VALUE_PREFIX}_action') != 'spill':
+        return None
+    if not isinstance(part.content, str):
         return None
     handle = part.metadata.get(f'{VALUE_PREFIX}_handle')
     return handle if isinstance(handle, str) and handle else None
@@ -335,10 +338,19 @@ def query_stub(tool_name: str, tokens: int) -> str:
 
 def _stored_form(part: ToolReturnPart, sent: str) -> bytes:
     """What an aged return is stored as: the text the model was sent, or the text it only wraps (`_text_wrapper`:
-    `{'content': '<text>'}`), so that its handle is read and grepped as the text's own lines.
+    `{'content': '<text>'}`), or the texts of a list whose documents were stored one by one, so that its handle is
+    read and grepped as the text's own lines.
     """
-    wrapped = wrapped_text(part.content)
+    content = part.content
+    if _document_texts(part) and is_list(content) and all(isinstance(item, str) for item in content):
+        return '\n\n'.join(content).encode('utf-8', 'surrogatepass')  # its texts, each read as lines
+    wrapped = wrapped_text(content)
     return (sent if wrapped is None else wrapped[1]).encode('utf-8', 'surrogatepass')
+
+
+def _document_texts(part: ToolReturnPart) -> bool:
+    """Whether `part` is a list whose documents were stored one by one (each is now its header and text)."""
+    return is_mapping(part.metadata) and bool(file_handles(part.metadata, VALUE_PREFIX))
 
 
 def _stub(item: DueReturn, tools: AgingTools, handle: str | None = None, stored_bytes: int = 0) -> str:

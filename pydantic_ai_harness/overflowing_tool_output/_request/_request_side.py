@@ -174,10 +174,13 @@ class RequestSide:
     async def _reduce_with(
         self, request: HeldRequest, call: ToolCallPart, action: Action, rendered: Rendered, original: Any
     ) -> Reduced | None:
-        """One return reduced by one action (the step budget's), through the band loop."""
+        """One return reduced by one action (the step budget's), through the band loop: a list holding documents
+        document by document, as at tool execution (what is left of it stays: a band over nothing would store it
+        again whole).
+        """
         bands = (Band(over=0, action=action),)
-        return await self.loop.reduce_unit(
-            request.ctx, call, bands, rendered, original, 'return_value', context=request.context
+        return await self.loop.reduce_part(
+            request.ctx, call, bands, rendered, original, 'return_value', context=request.context, rest=False
         )
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
-from ..._typing import is_instance, is_int
+from ..._typing import is_instance, is_int, is_list
 from .._actions._bands import Action, Band
 from .._actions._unit import Reduced, reduction_notes, with_notes
 from .._events import VALUE_PREFIX
+from .._media._file_items import documents_in, holds_documents
 from .._rendering._render import Rendered, render_value
 from .._rendering._text_wrapper import render_return
 
@@ -156,7 +157,9 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
         position = calls[part.tool_call_id][0]
         rendered = render_return(part.content)
         reducible = (
-            rendered.kind != 'multimodal'  # files (images): the image band fitted them already; no action cuts them
+            # Files: the image band fitted images already and no action cuts them; documents in a list are reduced
+            # one by one, as at tool execution.
+            (rendered.kind != 'multimodal' or holds_documents(part.content))
             and not tools.exempt(part.tool_name)
             and part.outcome in _REDUCIBLE_OUTCOMES
             and not _reduced_already(part.metadata)
@@ -164,7 +167,7 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
             and await tools.selected(part.tool_name)
         )
         images = tools.image_size(part) if tools.image_size is not None else 0
-        returns.append(StepReturn(position, tools.measure(rendered) + images, reducible))
+        returns.append(StepReturn(position, _size(part.content, rendered, tools) + images, reducible))
         parts[position] = (index, part, rendered)
     total = sum(item.size for item in returns)
     new_parts = list(request.parts)
@@ -181,7 +184,8 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
                 if action is None
                 else await tools.reduce(calls[part.tool_call_id][1], action, rendered, part.content)
             )
-            if reduced is None or reduced.action not in STEP_ACTIONS or not isinstance(reduced.value, str):
+            value: object = reduced.value if reduced is not None else None
+            if reduced is None or reduced.action not in STEP_ACTIONS or not (isinstance(value, str) or is_list(value)):
                 returns[slot] = replace(returns[slot], reducible=False)
                 continue
             note = step_note(
@@ -192,13 +196,22 @@ async def fit_step(messages: Sequence[Any], budget: StepBudget, tools: StepTools
                 action=STEP_ACTIONS[reduced.action],
                 unit=tools.unit,
             )
-            content = note + reduced.value
-            returns[slot] = StepReturn(position, tools.measure(render_value(content)), reducible=False)
+            # (a list whose documents were reduced one by one: the note is its first item)
+            content: str | list[Any] = note + value if isinstance(value, str) else [note.rstrip('\n'), *value]
+            returns[slot] = StepReturn(position, _size(content, render_value(content), tools), reducible=False)
             notes = {**reduction_notes(VALUE_PREFIX, reduced), 'overflow_step_budget': budget.max_size}
             new_parts[index] = replace(part, content=content, metadata=with_notes(part.metadata, notes))
     if new_parts == list(request.parts):
         return None
     return replace(request, parts=new_parts)
+
+
+def _size(content: object, rendered: Rendered, tools: StepTools) -> int:
+    """A return's size: its text, and the bytes of the documents in it (a list's files are sent natively, so its
+    rendering counts its text alone), each measured as a lone document is.
+    """
+    documents = documents_in(content)
+    return tools.measure(rendered) + sum(tools.measure(Rendered('binary', '', data=doc.data)) for doc in documents)
 
 
 def _reduced_already(metadata: object) -> bool:
