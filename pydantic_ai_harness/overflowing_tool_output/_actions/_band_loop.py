@@ -374,7 +374,7 @@ class BandLoop:
             else None
         )
         if inner is not None and isinstance(inner.value, str):
-            return replace(inner, value=step.header + inner.value, images=step.images, shown=step.shown)
+            return replace(inner, value=step.lead(inner.value) + inner.value, images=step.images, shown=step.shown)
         body = step.rendered.text if step.rendered is not None else ''
         reduced = Reduced(
             step.header + body,

@@ -70,6 +70,16 @@ class MediaStep:
     shown: tuple[BinaryImage, ...] = ()
     """Image blobs shown to the model (fitted copies), in the order of their markers."""
 
+    shown_markers: tuple[str, ...] = ()
+    """The markers of the image blobs shown (`image N below`), in order."""
+
+    def lead(self, sent: str) -> str:
+        """What goes before `sent` (the text reduced by the band's action): the header, then the marker of each image
+        shown that `sent` does not hold (a spill preview may leave it out), so every image below is named.
+        """
+        missing = [marker for marker in self.shown_markers if marker not in sent]
+        return self.header + ''.join(f'{marker}\n' for marker in missing)
+
 
 def with_stored_images(result: ToolReturn[Any], value: Reduced | None, content: Reduced | None) -> ToolReturn[Any]:
     """`result` with the images its units stored apart added to its `overflow_images` records (after the image
@@ -335,6 +345,7 @@ async def _blobs(
     markers: list[str] = []
     records: list[dict[str, Any]] = []
     shown: list[BinaryImage] = []
+    shown_markers: list[str] = []
     tried = 0
     # Workflow code under a durable engine decodes nothing: a copy is made by the durable operation, if there is one.
     can_fit = durable is not None or not unit.run.in_durable_context
@@ -363,6 +374,7 @@ async def _blobs(
         copy = BinaryImage(fitted.data, media_type=fitted.media_type)
         shown.append(copy)
         markers.append(blob_marker(blob, blob_handle, view=blob_view_note(info, len(shown))))
+        shown_markers.append(markers[-1])
         records.append(_record(blob_handle, key, blob.data, blob.media_type, (info, fitted, copy.identifier)))
     replaced = await off_loop(unit.run, partial(replace_blobs, text, blobs, markers), large=len(text) > OFF_LOOP_BYTES)
     decoded = format_bytes(sum(len(blob.data) for blob in blobs))
@@ -377,7 +389,8 @@ async def _blobs(
         header = f'{head}, marked below; {held}, so the whole output is not kept.]\n'
     else:
         header = f"{head}, saved apart and marked below; the whole output, unchanged, is handle '{handle}'.]\n"
-    return MediaStep(header, handle, len(original), Rendered('text', replaced), tuple(records), tuple(shown)), ''
+    body = Rendered('text', replaced)
+    return MediaStep(header, handle, len(original), body, tuple(records), tuple(shown), tuple(shown_markers)), ''
 
 
 async def _shown(

@@ -558,3 +558,23 @@ async def test_random_image_bytes_are_not_taken_for_a_secret(tmp_path: Path) -> 
     store = LocalFileStore(base_dir=tmp_path)
     script, _ = await _run(BinaryImage(data, media_type='image/png'), store, redact_secrets=SecretRedaction())
     assert await store.read(_handles(script.shown[0])[0]) == data
+
+
+async def test_a_shown_image_is_named_when_its_marker_is_left_out_of_a_spill_preview(tmp_path: Path) -> None:
+    """A long log with screenshots in its middle: the text with markers is spilled and its preview shows the head
+    and tail only, so the markers of the images shown follow the header; the images are still sent."""
+    pngs = [_noise_png(40, 30, seed=seed) for seed in range(2)]
+    lines = [f'{n:05d} INFO step {n} done' for n in range(4_000)]
+    lines[2_000:2_000] = [f'screenshot {_data_url(png)}' for png in pngs]
+    store = LocalFileStore(base_dir=tmp_path)
+    script, _ = await _run('\n'.join(lines), store)
+    (shown,) = script.shown
+    header, first, second, preview = shown.split('\n', 3)
+    assert header.startswith('[`fetch` returned ') and 'holding 2 base64 blobs' in header
+    assert first == snapshot(
+        "[image/png data URL, 3.7 KB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]"
+    )
+    assert second.endswith("; image 2 below; view_tool_result_image zooms]")
+    assert 'data URL' not in preview and 'image 1 below' not in preview
+    assert [image.data for image in script.files[0]] == pngs
+    assert [await store.read(_handles(line)[0]) for line in (first, second)] == pngs
