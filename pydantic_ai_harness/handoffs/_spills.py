@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from .._typing import is_items, is_object
 from ..overflowing_tool_output import OverflowingToolOutput
+from ..overflowing_tool_output._events import CONTENT_PREFIX, VALUE_PREFIX, file_handles
 from ..overflowing_tool_output._query_tools._names import offered_names
 from ._cut import with_content
 from ._parts import Part, answers_tool_calls, rewrap
@@ -94,6 +95,9 @@ def metadata_handles(metadata: object) -> list[str]:
         for k, v in metadata.items()
         if isinstance(v, str) and str(k).startswith('overflow') and str(k).endswith('_handle')
     ]
+    # Each document of a list stored one by one (`<prefix>_handle` names the first of them only).
+    documents = [h for prefix in (VALUE_PREFIX, CONTENT_PREFIX) for h, _ in file_handles(metadata, prefix)]
+    handles += [handle for handle in documents if isinstance(handle, str)]
     return list(dict.fromkeys(handles))  # an aged spill names its handle twice (`overflow_handle`, `_aged_handle`)
 
 

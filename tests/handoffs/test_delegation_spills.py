@@ -323,3 +323,23 @@ async def test_text_that_only_mentions_a_handle_is_not_marked(output: str, tmp_p
     seen = await _what_a_delegate_without_the_store_sees(output, tmp_path)
     assert 'cannot be read by this agent' not in seen
     assert 'handle' in seen  # the output itself is there, unmarked
+
+
+def test_every_document_of_a_list_stored_one_by_one_is_marked_unreadable() -> None:
+    """A list return whose PDFs were stored one by one names each in `overflow_file_handles`: a delegate that cannot
+    read the store is told about every one of them, not the first alone (entries of other shapes are ignored)."""
+    from pydantic_ai_harness.handoffs._spills import mark_unreadable_spills
+
+    metadata = {
+        'overflow_action': 'spill',
+        'overflow_handle': 'h1',
+        'overflow_file_handles': [['h1', 'run/c/0/file0'], ['h2', 'run/c/0/file1'], [7, None], 'junk'],
+        'overflow_content_file_handles': [['h3', None]],
+    }
+    part = ToolReturnPart('docs', ['[PDF h1]', '[PDF h2]'], tool_call_id='c', metadata=metadata)
+    (marked,) = mark_unreadable_spills([ModelRequest(parts=[part])])
+    assert isinstance(marked, ModelRequest)
+    (returned,) = marked.parts
+    assert isinstance(returned, ToolReturnPart)
+    text = returned.model_response_str()
+    assert "the full output saved under 'h1', 'h2', 'h3' cannot be read by this agent" in text

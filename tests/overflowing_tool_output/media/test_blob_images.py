@@ -574,7 +574,7 @@ async def test_a_shown_image_is_named_when_its_marker_is_left_out_of_a_spill_pre
     assert first == snapshot(
         "[image/png data URL, 3.7 KB, saved as handle 'rn01cc9y9a'; image 1 below; view_tool_result_image zooms]"
     )
-    assert second.endswith("; image 2 below; view_tool_result_image zooms]")
+    assert second.endswith('; image 2 below; view_tool_result_image zooms]')
     assert 'data URL' not in preview and 'image 1 below' not in preview
     assert [image.data for image in script.files[0]] == pngs
     assert [await store.read(_handles(line)[0]) for line in (first, second)] == pngs
