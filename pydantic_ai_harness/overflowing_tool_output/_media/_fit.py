@@ -136,8 +136,9 @@ def read_info(data: bytes, max_decode_pixels: int, *, use_pillow: bool = True) -
         if orientation in _TURNED:  # shown turned a quarter: the displayed width is the stored height
             info = replace(info, width=info.height, height=info.width)
         info = replace(info, orientation=orientation)
-    elif info is not None and (orientation := exif_orientation(data)) != 1:
-        # Read without Pillow (durable workflow code): the image is still shown upright, by a copy.
+    elif not use_pillow and info is not None and (orientation := exif_orientation(data)) != 1:
+        # Durable workflow code, which may not import Pillow: the image is still shown upright, by a copy made in the
+        # durable operation. (Where Pillow is missing, no copy can be made: the image is sent as stored.)
         turned = orientation in _TURNED
         info = replace(info, width=info.height if turned else info.width, height=info.width if turned else info.height)
         info = replace(info, orientation=orientation)

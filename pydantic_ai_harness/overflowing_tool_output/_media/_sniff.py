@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ('MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'sniff_image')
+__all__ = ('FILL_BYTES', 'MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'sniff_image')
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ _SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0x
 """JPEG start-of-frame markers: the frame header holds the image's size."""
 
 
-_FILL = re.compile(rb'\xff+')
+FILL_BYTES = re.compile(rb'\xff+')
 """Fill bytes before a marker: skipped at C speed (a megabyte of them is no loop of a million steps)."""
 
 _MAX_SEGMENTS = 256
@@ -103,7 +103,7 @@ def _jpeg(data: bytes) -> tuple[str, int, int] | None:
     for _ in range(_MAX_SEGMENTS):
         if position + 4 > end:
             return None
-        fill = _FILL.match(data, position)
+        fill = FILL_BYTES.match(data, position)
         if fill is None:
             return None
         position = fill.end() - 1  # the last 0xFF of the run, before the marker

@@ -89,3 +89,64 @@ def test_a_hostile_file_reads_as_a_valid_orientation_and_never_raises() -> None:
             hostile.append(bytes(data[: rng.randint(2, len(data))]) if rng.random() < 0.3 else bytes(data))
     for data in hostile:
         assert 1 <= exif_orientation(data) <= 8
+
+
+def _xmp_packet(orientation: int, attribute: bool = True) -> bytes:
+    value = f'tiff:Orientation="{orientation}"' if attribute else f'><tiff:Orientation>{orientation}</tiff:Orientation'
+    return (
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" {value}></rdf:Description></rdf:RDF></x:xmpmeta>'
+    ).encode()
+
+
+def _with_jpeg_segment(data: bytes, body: bytes) -> bytes:
+    return data[:2] + b'\xff\xe1' + struct.pack('>H', len(body) + 2) + body + data[2:]
+
+
+def _xmp_files(orientation: int) -> dict[str, bytes]:
+    """Images whose orientation is in their XMP packet, as phone and editor exports write it."""
+    plain = encode(Image.new('RGB', (30, 20), (10, 200, 30)), 'JPEG')
+    xmp_segment = b'http://ns.adobe.com/xap/1.0/\x00' + _xmp_packet(orientation)
+    no_tag = Image.Exif()
+    no_tag[0x010F] = 'Camera maker'
+    exif_without_tag = encode(Image.new('RGB', (30, 20)), 'JPEG', exif=no_tag)
+    png_info = __import__('PIL.PngImagePlugin', fromlist=['PngInfo']).PngInfo()
+    png_info.add_itxt('XML:com.adobe.xmp', _xmp_packet(orientation, attribute=False).decode())
+    return {
+        'jpeg xmp only': _with_jpeg_segment(plain, xmp_segment),
+        'jpeg exif without the tag, then xmp': _with_jpeg_segment(exif_without_tag, xmp_segment),
+        'jpeg xmp as an element': _with_jpeg_segment(
+            plain, b'http://ns.adobe.com/xap/1.0/\x00' + _xmp_packet(orientation, attribute=False)
+        ),
+        'webp xmp only': encode(Image.new('RGB', (30, 20)), 'WEBP', xmp=_xmp_packet(orientation)),
+        'png exif without the tag, and xmp': encode(Image.new('RGB', (30, 20)), 'PNG', exif=no_tag, pnginfo=png_info),
+        'png xmp without exif': encode(Image.new('RGB', (30, 20)), 'PNG', pnginfo=png_info),
+    }
+
+
+@pytest.mark.parametrize('orientation', [3, 6, 8])
+def test_an_orientation_in_the_xmp_packet_reads_as_pillow_reads_it(orientation: int) -> None:
+    files = _xmp_files(orientation)
+    for name, data in files.items():
+        assert exif_orientation(data) == _pillow_orientation(data), name
+    read = {name: exif_orientation(data) for name, data in files.items()}
+    assert read == {**dict.fromkeys(files, orientation), 'png xmp without exif': 1}
+
+
+def test_a_simple_webp_with_an_exif_chunk_reads_as_stored_as_pillow_reads_it() -> None:
+    """Only an extended WebP (`VP8X`) carries metadata chunks; one appended to a simple WebP is not read."""
+    simple = encode(Image.new('RGB', (30, 20)), 'WEBP')
+    assert simple[12:16] != b'VP8X'
+    exif = _photo(6, 'WEBP')
+    start = exif.index(b'EXIF')
+    chunk = exif[start : start + 8 + int.from_bytes(exif[start + 4 : start + 8], 'little')]
+    chunk += b'\x00' * (len(chunk) & 1)
+    body = simple[12:] + chunk
+    data = b'RIFF' + struct.pack('<I', len(body) + 4) + b'WEBP' + body
+    assert exif_orientation(data) == _pillow_orientation(data) == 1
+
+
+def test_ten_megabytes_of_fill_bytes_read_as_stored() -> None:
+    """A JPEG of 10 MB of fill bytes before its first segment (skipped at C speed, as the header sniffer skips them)."""
+    data = b'\xff\xd8' + b'\xff' * 10_000_000 + b'\xe1\x00\x10Exif\x00\x00MM\x00*\x00\x00\x00\x08'
+    assert exif_orientation(data) == 1
