@@ -131,7 +131,7 @@ async def test_with_redaction_the_durable_step_records_the_text_masked_and_the_f
     assert read is not None
     read = read.value  # the operation's recorded answer, as a replay gets it
     assert read['withheld'] is True and read['pages'] == 40
-    assert read['texts'][2].endswith('deploy token [secret withheld: GitHub Token]')
+    assert 'deploy token [secret withheld: GitHub Token]\n=== page 4/40 ===' in read['log']
     assert SECRET not in repr([step['output'] for step in recorded])  # never recorded unmasked
     # Only the masked text is stored where the model reads (its spill), not the file.
     assert writes(os.environ[COUNTER_ENV]) == 1

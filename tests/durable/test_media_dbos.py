@@ -122,14 +122,19 @@ async def test_an_exif_rotated_photo_that_fits_is_sent_upright_under_dbos(db_url
     assert upright and digest != hashlib.sha256(photo).hexdigest()  # a copy, turned upright; not the file as stored
 
 
-async def test_with_redaction_a_pdf_blob_is_withheld_in_workflow_code_which_does_not_read_it(
-    db_url: str, tmp_path: Path
+@pytest.mark.parametrize('secret', [False, True])
+async def test_with_redaction_a_pdf_blob_is_checked_by_the_durable_step_as_without_an_engine(
+    secret: bool, db_url: str, tmp_path: Path
 ) -> None:
-    """A PDF's text is read only by a durable step; a blob's secret check runs in workflow code, so there a PDF blob
-    is not checked and withheld, never stored where the model reads. Outside workflow code it is read and kept."""
+    """A blob's secret check runs in workflow code, which parses no PDF: a PDF blob is checked by the durable
+    `overflow_read_pdf` step instead, so it is kept (or withheld, when its text holds a secret) exactly as without
+    an engine."""
     from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
 
-    pdf = pdf_with_pages([['quarterly report', *(f'row {i}' for i in range(40))]])
+    lines = ['quarterly report', *(f'row {i}' for i in range(40))]
+    if secret:
+        lines.append('token ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4')
+    pdf = pdf_with_pages([lines])
     data_url = 'data:application/pdf;base64,' + base64.b64encode(pdf).decode()
     page = json.dumps({'name': 'report.pdf', 'file': data_url, 'log': [f'line {i}' for i in range(8_000)]})
 
@@ -144,15 +149,17 @@ async def test_with_redaction_a_pdf_blob_is_withheld_in_workflow_code_which_does
         return agent
 
     plain = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-pdfblob:1')
-    assert 'holding a base64 blob (756 bytes decoded), saved apart and marked below; the whole output' in plain
     start(db_url)
     run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), 'pdfblob_run')
     DBOS.launch()
     with SetWorkflowID('wf-pdfblob'):
         output = await run_agent('go')
-    assert (
-        'holding a base64 blob (756 bytes decoded), marked below; it may hold a secret, so the whole output is not kept'
-        in output
-    )
-    stored = [path.read_bytes() for path in (tmp_path / 'store').rglob('*') if path.is_file()]
-    assert not any(b'%PDF' in data or b'JVBER' in data for data in stored)  # neither decoded nor encoded
+    assert output == plain
+    steps = [step['function_name'] for step in await DBOS.list_workflow_steps_async('wf-pdfblob')]
+    assert steps.count(PREFIX + 'overflow_read_pdf') == 1
+    if secret:  # withheld, neither decoded nor encoded where the model reads
+        assert 'holding a base64 blob' in output and 'it may hold a secret, so the whole output is not kept' in output
+        stored = [path.read_bytes() for path in (tmp_path / 'store').rglob('*') if path.is_file()]
+        assert not any(b'%PDF' in data or b'JVBER' in data for data in stored)
+    else:
+        assert 'saved apart and marked below; the whole output, unchanged, is handle' in output

@@ -3,15 +3,17 @@ thread, or under a durable engine in the capability's `overflow_read_pdf` operat
 activity), never in workflow code (seconds of CPU a replay would repeat, and a library the workflow sandbox may not
 import).
 
-What that operation records is what the model may read, bounded: each page's text masked on its own (a secret
-that only the whole text shows, split across two pages, withholds the text), kept up to `DURABLE_TEXT_BYTES` (under
-Temporal's 2 MB payload limit), and whether the whole file was checked and held a secret, decided on the full text
-and the raw bytes before anything was cut.
+What that operation records is what a run without an engine shows: the text log masked as one text (a secret
+spanning a page break is masked as a whole), its page count, and whether the whole file was checked and held a
+secret, decided on the full text and the raw bytes. Only the log is bounded: kept up to `DURABLE_TEXT_BYTES` as
+JSON escapes it (a control character costs six bytes there), under Temporal's 2 MB payload limit, cut at a line.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -20,7 +22,6 @@ from typing import Any
 import anyio
 from pydantic_ai.tools import RunContext
 
-from ..._typing import is_list
 from .._rendering._markers import format_bytes
 from ._pdf import PdfDigest, can_render, read_pdf
 
@@ -73,6 +74,12 @@ class PdfReading:
     renders: bool
     """Whether its pages can be rendered where the view tool runs (pypdfium2 imports)."""
 
+    has_text: bool
+    """Whether any page had text."""
+
+    cut: str = ''
+    """Where the log stops when the durable operation kept only part of it (empty: it is whole)."""
+
 
 def masked_pdf(mask: Mask, digest: PdfDigest) -> MaskedPdf:
     """`digest`'s text log masked by `mask`."""
@@ -102,19 +109,18 @@ async def pdf_answer(data_b64: str, mask: Mask | None) -> dict[str, Any]:
 
 def _answer(data: bytes, mask: Mask | None) -> dict[str, Any]:
     digest, masked = read_masked(data, mask)
-    texts = digest.texts
-    stopped = digest.stopped
-    if mask is not None and texts:
-        texts = [mask(text)[0] for text in texts]
-        if masked.withheld and mask(PdfDigest(digest.pages, texts).text_log())[1]:
-            # A secret the page-by-page masking left readable (split across pages): no page text is recorded.
-            texts, stopped = [''] * len(texts), 'its text is not shown: a secret in it spans pages'
-    texts, cut = _within(texts, DURABLE_TEXT_BYTES)
+    log, cut = _within(masked.log, DURABLE_TEXT_BYTES, digest.pages or 0)
+    # pypdf's messages may quote the file's bytes: masked too, as everything the engine records.
+    error, stopped = (
+        (mask(digest.error)[0], mask(digest.stopped)[0]) if mask is not None else (digest.error, digest.stopped)
+    )
     return {
         'pages': digest.pages,
-        'texts': texts,
-        'stopped': cut or stopped,
-        'error': digest.error,
+        'log': log,
+        'has_text': any(digest.texts),
+        'cut': cut,
+        'stopped': stopped,
+        'error': error,
         'missing': digest.missing,
         'unreadable': digest.unreadable,
         'withheld': masked.withheld,
@@ -123,32 +129,45 @@ def _answer(data: bytes, mask: Mask | None) -> dict[str, Any]:
     }
 
 
-def _within(texts: list[str], budget: int) -> tuple[list[str], str]:
-    """The page texts that fit `budget` UTF-8 bytes (the last one cut at a character), and why they were cut."""
+_PAGE_LINE = re.compile(r'^=== page (\d+)/\d+ ===$', re.MULTILINE)
+
+
+def _within(log: str, budget: int, pages: int) -> tuple[str, str]:
+    """`log` cut at a line so that its JSON form (ASCII-escaped, the longest any engine writes) fits `budget` bytes,
+    and where it stops; `(log, '')` when it fits whole.
+    """
+    if len(json.dumps(log)) <= budget:
+        return log, ''
     kept: list[str] = []
-    spent = 0
-    for text in texts:
-        size = len(text.encode('utf-8', 'surrogatepass'))
+    spent = 2  # the quotes
+    for line in log.split('\n'):
+        size = len(json.dumps(line))  # its escaped form: its quotes stand for the escaped newline after it
         if spent + size > budget:
-            room = text.encode('utf-8', 'surrogatepass')[: budget - spent].decode('utf-8', 'ignore')
-            kept.append(room)
-            return kept, f'text is kept up to {format_bytes(budget)} in a durable run'
-        kept.append(text)
+            room = (budget - spent) // 6  # a character escapes to six bytes at most (`\u0001`)
+            if room > 0:
+                kept.append(line[:room])
+            break
+        kept.append(line)
         spent += size
-    return kept, ''
+    text = '\n'.join(kept)
+    numbers = [int(found.group(1)) for found in _PAGE_LINE.finditer(text)]
+    page = f'page {numbers[-1]} of {pages}' if numbers else 'its first page'
+    return text, f'text kept up to {page}, the first {format_bytes(budget)}'
 
 
 def reading_from_answer(answer: dict[str, Any]) -> PdfReading:
     """What `pdf_answer` recorded, read back (plain data from an engine: every field's type checked)."""
-    pages, texts, unreadable = answer.get('pages'), answer.get('texts'), answer.get('unreadable')
-    digest = PdfDigest(
+    pages, unreadable = answer.get('pages'), answer.get('unreadable')
+    digest = PdfDigest(  # (its page texts are not recorded: the masked log is)
         pages=pages if isinstance(pages, int) and pages >= 0 else None,
-        texts=[text if isinstance(text, str) else '' for text in texts] if is_list(texts) else [],
         stopped=str(answer.get('stopped') or ''),
         error=str(answer.get('error') or ''),
         missing=str(answer.get('missing') or ''),
         unreadable=unreadable if isinstance(unreadable, int) else 0,
     )
-    log = digest.text_log() if digest.pages is not None else ''
-    masked = MaskedPdf(log, bool(answer.get('withheld')), bool(answer.get('checked')))
-    return PdfReading(digest, masked, bool(answer.get('renders')))
+    log, cut = answer.get('log'), answer.get('cut')
+    masked = MaskedPdf(
+        log if isinstance(log, str) else '', answer.get('withheld') is True, answer.get('checked') is True
+    )
+    has_text = answer.get('has_text') is True
+    return PdfReading(digest, masked, answer.get('renders') is True, has_text, cut if isinstance(cut, str) else '')

@@ -43,7 +43,7 @@ from ._setting import ImageBand
 from ._sniff import ImageInfo, sniff_image
 from ._text_images import keep_for_operator
 
-__all__ = ('DurableMedia', 'MediaStep', 'media_step', 'secret_check', 'with_stored_images')
+__all__ = ('UNCHECKED_PDF', 'DurableMedia', 'MediaStep', 'media_step', 'secret_check', 'with_stored_images')
 
 _MISSING_HINT = "install 'pydantic-ai-harness-context[media]' to read its pages"
 
@@ -128,6 +128,10 @@ def _record(
     }
 
 
+UNCHECKED_PDF = 'a PDF whose text could not be checked for secrets'
+"""Why a PDF blob is withheld in durable workflow code when no durable operation can read it."""
+
+
 def secret_check(withholding: SecretWithholding | None, *, read_pdfs: bool = True) -> SecretCheck | None:
     """With secret redaction on: the kinds of secret a blob's decoded bytes may hold (it is then withheld: nothing of
     it is stored where the model reads, decoded or encoded).
@@ -147,8 +151,8 @@ def secret_check(withholding: SecretWithholding | None, *, read_pdfs: bool = Tru
             return tuple(sorted(found))
         if not is_pdf(data, None):
             return ()
-        if not read_pdfs:  # durable workflow code parses no file: a PDF's text is unchecked there, so withheld
-            return ('PDF text not checked here',)
+        if not read_pdfs:  # durable workflow code parses no file: checked by the durable operation (`_pdf_checked`)
+            return (UNCHECKED_PDF,)
         masked = masked_pdf(mask, read_pdf(data))
         if masked.withheld:
             return ('PDF text',)
@@ -197,7 +201,22 @@ async def media_step(
     text, blobs = await off_loop(unit.run, partial(_scan, rendered, secrets_in), large=large)
     if not blobs:
         return None, ''
+    if secrets_in is not None and in_workflow and durable is not None:
+        blobs = [await _pdf_checked(unit, blob, durable) for blob in blobs]
     return await _blobs(unit, text, blobs, timeout, images, withholding, durable)
+
+
+async def _pdf_checked(unit: ActionContext, blob: Blob, durable: DurableMedia) -> Blob:
+    """A PDF blob that workflow code could not check for secrets, checked by the durable operation that reads PDFs
+    (its text and raw bytes, masked as a PDF returned alone is): withheld only when that finds a secret or cannot
+    read all of its text.
+    """
+    if blob.withheld != (UNCHECKED_PDF,):
+        return blob
+    reading = reading_from_answer(await durable.read_pdf(unit.run, base64.b64encode(blob.data).decode('ascii')))
+    if reading.masked.withheld:
+        return replace(blob, withheld=('PDF text',))
+    return replace(blob, withheld=() if reading.masked.checked else ('PDF text not all checked',))
 
 
 def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list[Blob]]:
@@ -232,7 +251,7 @@ async def _read(unit: ActionContext, data: bytes, mask: Mask | None, durable: Du
         answer = await durable.read_pdf(unit.run, base64.b64encode(data).decode('ascii'))
         return reading_from_answer(answer)
     digest, masked = await off_loop(unit.run, partial(read_masked, data, mask), large=True)
-    return PdfReading(digest, masked, can_render())
+    return PdfReading(digest, masked, can_render(), any(digest.texts))
 
 
 async def _document(
@@ -250,12 +269,16 @@ async def _document(
     if withholding is not None and (masked.withheld or not masked.checked):
         # Stored where the model reads, the file would give the secret back (a page rendered, the raw stream read).
         await _keep_original(unit, withholding, data, timeout)
-        header = withheld_pdf_header(unit.call.tool_name, digest, nbytes=len(data), withheld=masked.withheld)
+        header = withheld_pdf_header(
+            unit.call.tool_name, digest, nbytes=len(data), withheld=masked.withheld, reading=reading
+        )
         return MediaStep(header, None, len(data), rendered), ''
     handle, reason = await unit.write(f'{unit.key}/original', data, timeout)
     if handle is None:
         return None, reason
-    header = pdf_header(unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=reading.renders)
+    header = pdf_header(
+        unit.call.tool_name, digest, handle=handle, nbytes=len(data), pages_as_images=reading.renders, reading=reading
+    )
     viewable = digest.pages and reading.renders
     record = (_record(handle, f'{unit.key}/original', data, 'application/pdf'),) if viewable else ()
     return MediaStep(header, handle, len(data), rendered, record), ''
@@ -273,22 +296,26 @@ async def _keep_original(unit: ActionContext, withholding: SecretWithholding, da
         warn(f'The PDF returned by `{unit.call.tool_name}` (secrets withheld) could not be kept: {type(exc).__name__}')
 
 
-def withheld_pdf_header(tool_name: str, digest: PdfDigest, *, nbytes: int, withheld: bool) -> str:
-    """The line in front of a PDF's masked text when the file itself is withheld from the model."""
+def withheld_pdf_header(
+    tool_name: str, digest: PdfDigest, *, nbytes: int, withheld: bool, reading: PdfReading | None = None
+) -> str:
+    """The line in front of a PDF's masked text when the file itself is withheld from the model; `reading`: what
+    says whether it has text and where a durable read cut it (else `digest`'s texts).
+    """
+    has_text = reading.has_text if reading is not None else any(digest.texts)
+    cut = f' ({reading.cut})' if reading is not None and reading.cut else ''
     unchecked = digest.stopped or (f'{digest.missing} is not installed' if digest.missing else digest.error)
     if not unchecked and digest.unreadable:
         unchecked = f'the text of {digest.unreadable} could not be read'
     why = (
-        'its text held secrets, masked below'
+        f'its text held secrets, masked below{cut}'
         if withheld
         else f'not all of its text could be checked for secrets ({unchecked})'
     )
     pages = digest.pages
     count = '' if pages is None else (': 1 page' if pages == 1 else f': {pages} pages')
     follows = (
-        f', each page starting with the line `{page_line_template(pages)}`'
-        if pages is not None and any(digest.texts)
-        else ''
+        f', each page starting with the line `{page_line_template(pages)}`' if pages is not None and has_text else ''
     )
     return (
         f'[`{tool_name}` returned a PDF ({format_bytes(nbytes)}){count}; {why}{follows}. The file is not kept where '
@@ -296,8 +323,20 @@ def withheld_pdf_header(tool_name: str, digest: PdfDigest, *, nbytes: int, withh
     )
 
 
-def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, pages_as_images: bool) -> str:
-    """The line in front of a PDF's text: what the file is, where it is kept, how its pages are found."""
+def pdf_header(
+    tool_name: str,
+    digest: PdfDigest,
+    *,
+    handle: str,
+    nbytes: int,
+    pages_as_images: bool,
+    reading: PdfReading | None = None,
+) -> str:
+    """The line in front of a PDF's text: what the file is, where it is kept, how its pages are found; `reading`:
+    what says whether it has text and where a durable read cut it (else `digest`'s texts).
+    """
+    has_text = reading.has_text if reading is not None else any(digest.texts)
+    cut = reading.cut if reading is not None else ''
     saved = f"`{tool_name}` returned a PDF ({format_bytes(nbytes)}), saved unchanged as handle '{handle}'"
     if digest.missing:
         return f'[{saved}; {_MISSING_HINT} ({digest.missing} is not installed).]\n'
@@ -311,8 +350,8 @@ def pdf_header(tool_name: str, digest: PdfDigest, *, handle: str, nbytes: int, p
         else 'its pages cannot be shown as images here (pypdfium2 is not installed)'
     )
     unreadable = f'the text of {digest.unreadable} could not be read' if digest.unreadable else ''
-    why = '; '.join(filter(None, (digest.stopped, unreadable)))
-    if not any(digest.texts):
+    why = '; '.join(filter(None, (digest.stopped, unreadable, cut)))
+    if not has_text:
         return f'[{saved}: {count}, no text read ({why or "scanned images?"}); {view}.]\n'
     why = f' ({why})' if why else ''
     return (

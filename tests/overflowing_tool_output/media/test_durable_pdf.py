@@ -1,6 +1,7 @@
-"""What the durable `overflow_read_pdf` operation records (`_media/_pdf_reading.py`): bounded under Temporal's 2 MB
-payload limit however much text the file holds, masked page by page, the whole text withheld when a secret only
-the whole text shows spans two pages, and read back from an engine's plain data whatever its shape."""
+"""What the durable `overflow_read_pdf` operation records (`_media/_pdf_reading.py`): the text log a run without an
+engine shows, masked as one text (a private key split by a page break is masked whole), bounded as JSON under
+Temporal's 2 MB payload limit whatever characters the file holds, with parse errors masked too, and read back from
+an engine's plain data whatever its shape."""
 
 from __future__ import annotations
 
@@ -15,51 +16,93 @@ from pydantic_ai_harness.overflowing_tool_output import MemoryStore, SecretRedac
 from pydantic_ai_harness.overflowing_tool_output._media._pdf_reading import (
     DURABLE_TEXT_BYTES,
     pdf_answer,
+    read_masked,
     reading_from_answer,
 )
-from pydantic_ai_harness.overflowing_tool_output._redaction._withhold import build_withholding
+from pydantic_ai_harness.overflowing_tool_output._redaction._withhold import SecretWithholding, build_withholding
 
 from ._pdf_files import pdf_with_pages
 
 pytestmark = pytest.mark.anyio
+
+TOKEN = 'ghp_' + 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8'
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode('ascii')
 
 
+def _withholding(setting: SecretRedaction | None = None) -> SecretWithholding:
+    withholding = build_withholding(setting or SecretRedaction(), query_store=MemoryStore())
+    assert withholding is not None
+    return withholding
+
+
 async def test_the_recorded_text_is_bounded_and_says_where_it_stops() -> None:
     pages = [[f'page {n} line {i} ' + 'abcdefghij' * 4 for i in range(60)] for n in range(1, 401)]
     answer = await pdf_answer(_b64(pdf_with_pages(pages)), None)
     assert answer['pages'] == 400 and answer['checked'] is True  # the whole file was read before the cut
-    kept = sum(len(text.encode()) for text in answer['texts'])
-    assert DURABLE_TEXT_BYTES - 100 < kept <= DURABLE_TEXT_BYTES
+    assert DURABLE_TEXT_BYTES - 200 < len(json.dumps(answer['log'])) <= DURABLE_TEXT_BYTES
     assert len(json.dumps(answer).encode()) < 2 * 1000 * 1000  # Temporal's default payload limit
-    assert answer['stopped'] == 'text is kept up to 1.0 MB in a durable run'
+    assert answer['cut'] == 'text kept up to page 298 of 400, the first 1.0 MB'
     reading = reading_from_answer(answer)
-    assert reading.digest.pages == 400 and reading.masked.log.startswith('=== page 1/400 ===\npage 1 line 0 ')
+    assert reading.digest.pages == 400 and reading.has_text
+    assert reading.masked.log.startswith('=== page 1/400 ===\npage 1 line 0 ')
 
 
-async def test_a_secret_spanning_pages_withholds_the_whole_text() -> None:
+@pytest.mark.parametrize('character', ['\x01', '\x1f', '"', '\\', '\xe9'])
+async def test_text_that_json_escapes_longer_still_fits_the_payload(character: str) -> None:
+    """A 54 KB PDF of control characters is 6 MB as JSON: the bound is on the JSON, so the answer stays under 2 MB
+    (a larger one is refused by Temporal's server and the run stalls until it times out)."""
+    pdf = pdf_with_pages([[character * 200 for _ in range(50)] for _ in range(150)])
+    answer = await pdf_answer(_b64(pdf), None)
+    assert len(json.dumps(answer).encode()) < 2 * 1000 * 1000
+    assert len(json.dumps(answer, ensure_ascii=False).encode()) < 2 * 1000 * 1000
+
+
+async def test_a_private_key_split_by_a_page_break_is_masked_whole_as_without_an_engine() -> None:
+    body1 = ['MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun']
+    body2 = ['SuperSecretTailOfTheKeyXyZ0123456789abcdefABCDEF+/0123456789abcd']
+    pdf = pdf_with_pages(
+        [['intro', '-----BEGIN RSA PRIVATE KEY-----', *body1], [*body2, '-----END RSA PRIVATE KEY-----', 'outro']]
+    )
+    withholding = _withholding()
+    answer = await pdf_answer(_b64(pdf), withholding.mask_text)
+    assert 'SuperSecretTail' not in json.dumps(answer) and 'MIIEow' not in json.dumps(answer)
+    assert answer['withheld'] is True and answer['checked'] is True
+    assert reading_from_answer(answer).masked.log == read_masked(pdf, withholding.mask_text)[1].log
+
+
+async def test_a_secret_spanning_pages_by_a_users_pattern_is_masked_whole() -> None:
     setting = SecretRedaction(patterns={'split key': r'KEYSTART-\w+\s+=== page \d+/\d+ ===\s+\w+-KEYEND'})
-    mask = build_withholding(setting, query_store=MemoryStore())
-    assert mask is not None
     pdf = pdf_with_pages([['intro', 'KEYSTART-abc123'], ['def456-KEYEND', 'outro']])
-    answer = await pdf_answer(_b64(pdf), mask.mask_text)
-    assert answer['withheld'] is True
-    assert answer['texts'] == ['', ''] and answer['stopped'] == 'its text is not shown: a secret in it spans pages'
-    assert 'abc123' not in json.dumps(answer)
+    answer = await pdf_answer(_b64(pdf), _withholding(setting).mask_text)
+    assert answer['withheld'] is True and 'abc123' not in json.dumps(answer) and 'def456' not in json.dumps(answer)
+    assert answer['log'].startswith('=== page 1/2 ===\nintro\n') and answer['log'].endswith('outro\n')
+
+
+async def test_a_parse_error_quoting_the_files_bytes_is_recorded_masked() -> None:
+    broken = f'%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages ({TOKEN} >>\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF'
+    answer = await pdf_answer(_b64(broken.encode()), _withholding().mask_text)
+    assert answer['withheld'] is True  # the raw bytes hold it
+    assert TOKEN[:12] not in json.dumps(answer)
 
 
 @pytest.mark.parametrize(
     'answer',
     [
         {},
-        {'pages': '3', 'texts': 'not a list', 'unreadable': 'many'},
-        {'pages': 2, 'texts': [1, None], 'stopped': 5, 'withheld': 'yes', 'renders': 0},
+        {'pages': '3', 'log': ['not', 'text'], 'unreadable': 'many', 'cut': 5},
+        {'pages': -2, 'log': None, 'stopped': 5, 'withheld': 'yes', 'checked': 1, 'renders': 0, 'has_text': 'no'},
     ],
 )
 def test_a_recorded_answer_of_any_shape_reads_back_without_raising(answer: dict[str, object]) -> None:
     reading = reading_from_answer(answer)
-    assert reading.digest.pages in (None, 2)
-    assert isinstance(reading.masked.log, str)
+    assert reading.digest.pages is None and reading.masked.log == '' and reading.cut == ''
+    # Only a recorded `True` says a file held no unchecked text; anything else reads as the cautious answer.
+    assert (reading.masked.withheld, reading.masked.checked, reading.renders, reading.has_text) == (
+        False,
+        False,
+        False,
+        False,
+    )
