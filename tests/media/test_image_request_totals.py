@@ -104,3 +104,31 @@ def test_bytes_over_the_request_share_move_the_oldest() -> None:
     assert chosen == list(range(len(chosen)))
     assert sum(entry.encoded for entry in entries[len(chosen) :]) <= limits.max_bytes
     assert sum(entry.encoded for entry in entries[len(chosen) - 1 :]) > limits.max_bytes
+
+
+async def test_one_return_whose_images_alone_are_over_the_totals_leaves_whole_each_image_viewable(
+    tmp_path: Path,
+) -> None:
+    """25 heavy photos in one return, over the request totals by themselves: the return leaves the context as one
+    stub naming every image's handle (not image by image), the request sent fits, and each original reads back."""
+    script = Scripted([('album', {})])
+    store = LocalFileStore(base_dir=tmp_path)
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=store, images=ImageBand())])
+
+    @agent.tool_plain(name='album')
+    def album() -> list[BinaryImage]:
+        return [BinaryImage(photo(number), media_type='image/jpeg') for number in range(PHOTOS)]
+
+    result = await agent.run('look', run_id='album')
+    assert images_sent(script.requests[-1]) == []  # the whole return left; nothing else held images
+    (part,) = [
+        part
+        for message in result.all_messages()
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    handles = part.metadata[AGED_IMAGES_KEY]
+    assert len(handles) == PHOTOS
+    assert [await store.read(handle) for handle in handles] == [photo(number) for number in range(PHOTOS)]
+    assert isinstance(part.content, str) and all(handle in part.content for handle in handles)
