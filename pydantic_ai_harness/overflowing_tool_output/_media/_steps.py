@@ -306,7 +306,7 @@ def withheld_pdf_header(
     cut = f' ({reading.cut})' if reading is not None and reading.cut else ''
     unchecked = digest.stopped or (f'{digest.missing} is not installed' if digest.missing else digest.error)
     if not unchecked and digest.unreadable:
-        unchecked = f'the text of {digest.unreadable} could not be read'
+        unchecked = _unreadable_pages(digest.unreadable)
     why = (
         f'its text held secrets, masked below{cut}'
         if withheld
@@ -321,6 +321,10 @@ def withheld_pdf_header(
         f'[`{tool_name}` returned a PDF ({format_bytes(nbytes)}){count}; {why}{follows}. The file is not kept where '
         'you can read it, so its pages cannot be shown as images.]\n'
     )
+
+
+def _unreadable_pages(count: int) -> str:
+    return f'the text of {count} page{"s" if count > 1 else ""} could not be read'
 
 
 def pdf_header(
@@ -349,7 +353,7 @@ def pdf_header(
         if pages_as_images
         else 'its pages cannot be shown as images here (pypdfium2 is not installed)'
     )
-    unreadable = f'the text of {digest.unreadable} could not be read' if digest.unreadable else ''
+    unreadable = _unreadable_pages(digest.unreadable) if digest.unreadable else ''
     why = '; '.join(filter(None, (digest.stopped, unreadable, cut)))
     if not has_text:
         return f'[{saved}: {count}, no text read ({why or "scanned images?"}); {view}.]\n'

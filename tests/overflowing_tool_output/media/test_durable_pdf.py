@@ -9,6 +9,7 @@ import base64
 import json
 
 import pytest
+from inline_snapshot import snapshot
 
 pytest.importorskip('pypdf', reason='the media extra is not installed')
 
@@ -105,4 +106,25 @@ def test_a_recorded_answer_of_any_shape_reads_back_without_raising(answer: dict[
         False,
         False,
         False,
+    )
+
+
+def test_the_headers_name_the_cut_apart_from_why_reading_stopped() -> None:
+    """A durable read's cut and a page whose text could not be read are both named, neither hiding the other; a file
+    withheld for a secret says where its masked text stops."""
+    from pydantic_ai_harness.overflowing_tool_output._media._pdf import PdfDigest
+    from pydantic_ai_harness.overflowing_tool_output._media._pdf_reading import MaskedPdf, PdfReading
+    from pydantic_ai_harness.overflowing_tool_output._media._steps import pdf_header, withheld_pdf_header
+
+    digest = PdfDigest(pages=400, unreadable=1)
+    reading = PdfReading(
+        digest, MaskedPdf('', False, True), True, True, 'text kept up to page 298 of 400, the first 1.0 MB'
+    )
+    header = pdf_header('report', digest, handle='7217zk37ff', nbytes=2_000_000, pages_as_images=True, reading=reading)
+    assert header == snapshot(
+        "[`report` returned a PDF (2.0 MB), saved unchanged as handle '7217zk37ff': 400 pages. Its text follows (the text of 1 page could not be read; text kept up to page 298 of 400, the first 1.0 MB), each page starting with the line `=== page N/400 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]\n"
+    )
+    withheld = withheld_pdf_header('report', digest, nbytes=2_000_000, withheld=True, reading=reading)
+    assert withheld == snapshot(
+        '[`report` returned a PDF (2.0 MB): 400 pages; its text held secrets, masked below (text kept up to page 298 of 400, the first 1.0 MB), each page starting with the line `=== page N/400 ===`. The file is not kept where you can read it, so its pages cannot be shown as images.]\n'
     )
