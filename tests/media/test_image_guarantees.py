@@ -24,7 +24,7 @@ from pydantic_ai_harness.overflowing_tool_output import (
 from pydantic_ai_harness.overflowing_tool_output._media import IMAGES_KEY
 
 from ..reliability._loop_lag import watch_loop
-from ._images import assert_fits_every_provider, images_sent, line_and_image, screenshot, small_png
+from ._images import assert_fits_every_provider, encode, images_sent, line_and_image, screenshot, small_png
 from .test_image_aging import numbered_screenshot
 from .test_image_band import Scripted, last_returns
 
@@ -71,6 +71,26 @@ async def test_without_pillow_an_image_over_the_limits_is_stored_and_named_and_o
     assert isinstance(big_part.metadata, dict)
     assert await store.read(big_part.metadata[IMAGES_KEY][0]['handle']) == big
     assert isinstance(small_part.content, BinaryImage) and small_part.content.data == small
+
+
+async def test_without_pillow_a_small_photo_shown_turned_passes_as_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No copy can be turned upright without Pillow: a phone photo within the limits is sent as it is (the orientation
+    is read without Pillow only in durable workflow code, where a durable operation makes the copy)."""
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    photo = encode(Image.new('RGB', (400, 300), (20, 40, 200)), 'JPEG', exif=exif)
+    monkeypatch.setitem(sys.modules, 'PIL', None)
+    monkeypatch.setitem(sys.modules, 'PIL.Image', None)
+    script = Scripted([('photo', {})])
+    agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+    agent.tool_plain(name='photo')(lambda: BinaryImage(photo, media_type='image/jpeg'))
+    await agent.run('look')
+    (part,) = last_returns(script.requests[1])
+    assert isinstance(part.content, BinaryImage) and part.content.data == photo
 
 
 async def test_a_failing_store_still_sends_the_fitted_copy_and_says_the_original_is_not_kept() -> None:
