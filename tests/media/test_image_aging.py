@@ -10,8 +10,18 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 from PIL import Image, ImageDraw
-from pydantic_ai import Agent
-from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import (
+    BinaryImage,
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_harness.overflowing_tool_output import Aging, ImageBand, LocalFileStore, OverflowingToolOutput
 from pydantic_ai_harness.overflowing_tool_output._media import AGED_IMAGES_KEY, IMAGES_KEY
@@ -107,3 +117,60 @@ async def test_an_aged_screenshot_can_be_viewed_again(tmp_path: Path) -> None:
     assert isinstance(image, BinaryImage)
     with Image.open(io.BytesIO(image.data)) as shown:
         assert shown.size == (1280, 800)
+
+
+async def test_stored_images_outlive_another_capabilitys_compaction(tmp_path: Path) -> None:
+    """A user's compaction drops the screenshots' returns and their metadata: the image ledger it gets keeps their
+    handles, so the view tool is still offered, still lists them, and shows each again from its original."""
+    from pydantic_ai_harness.overflowing_tool_output._media._view_tool import IMAGE_LEDGER_KEY
+
+    from ..overflowing_tool_output.test_compaction import Summarizing
+
+    shots = [screenshot(4880 - number, 2560) for number in range(3)]  # over the limits: fitted, originals stored
+    seen: list[tuple[list[str], str]] = []
+
+    steps = iter(range(10))
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = next(steps)  # (the compaction replaces the history: its length counts no steps)
+        if step < 3:
+            return ModelResponse(parts=[ToolCallPart('shot', {'number': step})])
+        if step == 3:
+            return ModelResponse(parts=[ToolCallPart('compact_now', {})])
+        offered = [tool.name for tool in info.function_tools]
+        if step == 4:  # after the compaction: a made-up handle, answered with the images stored
+            seen.append((offered, ''))
+            return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': 'screenshot_1'})])
+        answer = tool_returns(messages)[-1]
+        if step == 5:
+            seen.append((offered, str(answer.content)))
+            handle = str(answer.content).split("'")[3]  # the first image listed
+            return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': handle, 'width': 400})])
+        seen.append((offered, str(answer.content)))
+        return ModelResponse(parts=[TextPart('done')])
+
+    agent = Agent(
+        FunctionModel(respond), capabilities=[Summarizing(), OverflowingToolOutput(store=LocalFileStore(tmp_path))]
+    )
+    agent.tool_plain(name='shot')(lambda number: BinaryImage(shots[number], media_type='image/png'))
+
+    @agent.tool
+    def compact_now(ctx: RunContext[Any]) -> str:
+        ctx.request_compaction(reason='manual')
+        return 'compaction requested'
+
+    result = await agent.run('look', run_id='run-1')
+    assert [record.handler for record in result.compactions] == ['summarizing']
+    (compaction,) = [p for m in result.all_messages() for p in m.parts if isinstance(p, CompactionPart)]
+    ledger = (compaction.metadata or {})[IMAGE_LEDGER_KEY]
+    assert len(ledger) == 3
+    (offered, _), (_, listed), (_, viewed) = seen
+    assert 'view_tool_result_image' in offered  # offered at the first request after the compaction
+    assert (
+        listed
+        == "No stored image under 'screenshot_1'. Images stored in this conversation: "
+        + ', '.join(f"'{handle}'" for handle in ledger)
+        + '.'
+    )
+    assert f"Region x=0..400, y=0..2560 of the 4880x2560 image '{ledger[0]}' (scaled to 245x1568)" in viewed
+    assert [await LocalFileStore(tmp_path).read(handle) for handle in ledger] == shots

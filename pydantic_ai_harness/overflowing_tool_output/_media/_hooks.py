@@ -63,7 +63,9 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
         def route(ctx: RunContext[Any], handle: str) -> OverflowStore:
             return route_for_run(store, workspace)(ctx, handle) if workspace is not None else store
 
-        self._view_toolset = build_view_toolset(self.images, route, store_timeout=self.images.timeout)
+        self._view_toolset = build_view_toolset(
+            self.images, route, store_timeout=self.images.timeout, before_offer=self._settle_ledger
+        )
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The query tools the model pages back into spills with, and the image view tool; none when no setting can
@@ -85,6 +87,10 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
 
     def bands_for(self, tool_name: str) -> tuple[Any, ...]:
         """The bands that apply to `tool_name` (the capability's)."""
+        raise NotImplementedError
+
+    def _settle_ledger(self, ctx: RunContext[Any]) -> None:
+        """Settle a compaction made since the last request (the capability's)."""
         raise NotImplementedError
 
     async def _fit_images(

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 from pydantic_ai import FunctionToolset, RunContext, Tool
-from pydantic_ai.messages import BinaryImage, ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
+from pydantic_ai.messages import BinaryImage, CompactionPart, ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -29,7 +29,15 @@ from ._markers import VIEW_TOOL_NAME, size_text
 from ._pdf_view import page_image
 from ._setting import ImageBand
 
-__all__ = ('AGED_IMAGES_KEY', 'MAX_VIEW_BYTES', 'VIEW_TOOLSET_ID', 'build_view_toolset', 'images_in_conversation')
+__all__ = (
+    'AGED_IMAGES_KEY',
+    'IMAGE_LEDGER_KEY',
+    'MAX_VIEW_BYTES',
+    'VIEW_TOOLSET_ID',
+    'build_view_toolset',
+    'images_in_conversation',
+    'stored_image_handles',
+)
 
 VIEW_TOOLSET_ID = 'overflowing_tool_output_images'
 """The id of the toolset holding the view tool."""
@@ -51,13 +59,28 @@ _VIEW_DOC = (
 Route = Callable[[RunContext[Any], str], OverflowStore]
 
 
+IMAGE_LEDGER_KEY = 'overflow_image_handles'
+"""`CompactionPart.metadata` key: the handles of the stored images (and PDFs) of the history a compaction replaced,
+so the view tool is still offered and still names them (`_request/_ledger`)."""
+
+IMAGE_LEDGER_ENTRIES = 5_000
+"""The most entries of one compaction part's image ledger read (untrusted metadata: it may be any length)."""
+
+
 def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
-    """The handles of the images the conversation stored (fitted or aged), oldest first."""
+    """The handles of the images (and PDFs) the conversation stored (fitted or aged, or in a compaction's ledger),
+    oldest first.
+    """
     handles: list[str] = []
     for message in messages:
-        if not isinstance(message, ModelRequest):
-            continue
         for part in message.parts:
+            if isinstance(part, CompactionPart) and is_mapping(part.metadata):
+                ledger: object = part.metadata.get(IMAGE_LEDGER_KEY)
+                if is_list(ledger):
+                    handles.extend(h for h in ledger[:IMAGE_LEDGER_ENTRIES] if isinstance(h, str) and h)
+                continue
+            if not isinstance(message, ModelRequest):
+                continue
             if not isinstance(part, ToolReturnPart) or not is_mapping(part.metadata):
                 continue
             records: object = part.metadata.get(IMAGES_KEY)
@@ -93,8 +116,18 @@ def is_view_tool(tool_def: ToolDefinition) -> bool:
     return tool_def.toolset_id == VIEW_TOOLSET_ID or VIEW_MARK.items() <= (tool_def.metadata or {}).items()
 
 
-def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float = 30.0) -> AbstractToolset[Any]:
-    """The view tool over the stores `route` picks, offered once the conversation holds a stored image."""
+def build_view_toolset(
+    setting: ImageBand,
+    route: Route,
+    *,
+    store_timeout: float = 30.0,
+    before_offer: Callable[[RunContext[Any]], None] | None = None,
+) -> AbstractToolset[Any]:
+    """The view tool over the stores `route` picks, offered once the conversation holds a stored image.
+
+    `before_offer`: run before the conversation is looked at (the capability's ledger settles a compaction made
+    since the last request, so the images it took out still count).
+    """
 
     async def view_tool_result_image(
         ctx: RunContext[Any], handle: str, x: int = 0, y: int = 0, width: int = 0, height: int = 0, page: int = 0
@@ -112,6 +145,8 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
                     return f"The stored payload '{meant}' is {size_text(size)}, too large to view here."
                 data = await store.read(meant)
         except (HandleNotFoundError, KeyError, FileNotFoundError):
+            if before_offer is not None:
+                before_offer(ctx)
             known = stored_image_handles(ctx.messages)
             listed = ', '.join(f"'{known_handle}'" for known_handle in known[-5:]) or 'none'
             return f"No stored image under '{meant}'. Images stored in this conversation: {listed}."
@@ -157,6 +192,8 @@ def build_view_toolset(setting: ImageBand, route: Route, *, store_timeout: float
     )
 
     def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+        if before_offer is not None:
+            before_offer(ctx)
         return images_in_conversation(ctx.messages)
 
     return toolset.filtered(offered)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pydantic_ai.messages import CompactionPart, ModelMessage
 
 from ..._typing import is_mapping
+from .._media._view_tool import IMAGE_LEDGER_KEY, stored_image_handles
 from .._query_tools._handles import LEDGER_ENTRIES, LEDGER_KEY, KnownHandle, known_handles
 
 __all__ = ('LEDGER_LIMIT', 'HandleLedger', 'record_ledger')
@@ -33,11 +34,17 @@ _HANDLES = 100_000
 """Handles remembered across all conversations at once (about 20 MB at most); the least recent conversations go first."""
 
 
-def record_ledger(part: CompactionPart, handles: Sequence[KnownHandle]) -> None:
-    """Write `handles` (the newest `LEDGER_LIMIT`) into `part`'s metadata, which the model is never sent."""
+def record_ledger(part: CompactionPart, handles: Sequence[KnownHandle], images: Sequence[str] = ()) -> None:
+    """Write `handles` (the newest `LEDGER_LIMIT`) into `part`'s metadata, which the model is never sent, and the
+    handles of the stored images (and PDFs) the history no longer names (`images`, oldest first), so the view tool
+    still offers and names them.
+    """
     ledger = [[known.handle, known.tool_name, known.key] for known in handles[:LEDGER_LIMIT]]
     metadata = dict(part.metadata) if is_mapping(part.metadata) else {}
-    part.metadata = {**metadata, LEDGER_KEY: ledger}
+    metadata[LEDGER_KEY] = ledger
+    if images:
+        metadata[IMAGE_LEDGER_KEY] = list(images[-LEDGER_LIMIT:])
+    part.metadata = metadata
 
 
 def _settled(part: CompactionPart) -> bool:
@@ -68,6 +75,14 @@ class _Shown:
 
     last: weakref.ref[ModelMessage] | None
     """Its last message."""
+
+    images: dict[str, None]
+    """The handles of its stored images (and PDFs), oldest first, at most `LEDGER_LIMIT` (an ordered set)."""
+
+    @property
+    def size(self) -> int:
+        """The handles it remembers."""
+        return len(self.handles) + len(self.images)
 
     def grown(self, messages: Sequence[ModelMessage]) -> bool:
         """Whether `messages` is this history with messages appended, nothing before them replaced."""
@@ -101,9 +116,11 @@ class HandleLedger:
         visible = {known.handle for known in known_handles(messages)}
         before = list(reversed(shown.handles.values())) if shown is not None else []
         missing = [known for known in before if known.handle not in visible]
+        images_visible = set(stored_image_handles(messages))
+        images = [handle for handle in (shown.images if shown is not None else ()) if handle not in images_visible]
         for part in unsettled[:-1]:
             record_ledger(part, [])  # older ones: a compaction this process did not see before; nothing to add
-        record_ledger(unsettled[-1], missing)
+        record_ledger(unsettled[-1], missing, images)
         return len(missing[:LEDGER_LIMIT])
 
     def remember(
@@ -114,26 +131,32 @@ class HandleLedger:
             shown = self._shown.get(conversation)
         if shown is not None and shown.grown(messages):
             handles = dict(shown.handles)
-            for known in reversed(known_handles([*messages[shown.length :], *changed])):
+            added = [*messages[shown.length :], *changed]
+            for known in reversed(known_handles(added)):
                 handles.pop(known.handle, None)
                 handles[known.handle] = known
+            images = {**shown.images, **dict.fromkeys(stored_image_handles(added))}
         else:
             handles = {known.handle: known for known in reversed(known_handles(messages))}
+            images = dict.fromkeys(stored_image_handles(messages))
         if len(handles) > LEDGER_LIMIT:  # the newest are last: keep them (one slice, not one deletion at a time)
             handles = dict(list(handles.items())[-LEDGER_LIMIT:])
+        if len(images) > LEDGER_LIMIT:
+            images = dict.fromkeys(list(images)[-LEDGER_LIMIT:])
         entry = _Shown(
             handles,
             len(messages),
             weakref.ref(messages[0]) if messages else None,
             weakref.ref(messages[-1]) if messages else None,
+            images,
         )
         with self._lock:
             previous = self._shown.pop(conversation, None)
-            self._total += len(handles) - (len(previous.handles) if previous is not None else 0)
+            self._total += entry.size - (previous.size if previous is not None else 0)
             self._shown[conversation] = entry
             while self._shown and (len(self._shown) > _CONVERSATIONS or self._total > _HANDLES):
                 _, dropped = self._shown.popitem(last=False)
-                self._total -= len(dropped.handles)
+                self._total -= dropped.size
 
     def __len__(self) -> int:
         return len(self._shown)
