@@ -85,14 +85,17 @@ def respond_pdf(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if not returns:
         return ModelResponse(parts=[ToolCallPart('report', {}, 'call_report')])
     text = str(returns[0].content)
-    if len(returns) == 1:
+    if len(returns) == 1:  # a made-up handle first: answered in the activity, which carries no messages
+        return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': 'report_99'}, 'call_bad')])
+    if len(returns) == 2:
         handle = text.split("handle '", 1)[1].split("'", 1)[0]
         return ModelResponse(parts=[ToolCallPart('view_tool_result_image', {'handle': handle, 'page': 2}, 'call_page')])
-    page = returns[1].content
+    page = returns[2].content
     assert isinstance(page, list)
     image = page[1]
     assert isinstance(image, BinaryContent)
-    return ModelResponse(parts=[TextPart(json.dumps({'header': text.split('\n', 1)[0], 'page': _size(image)}))])
+    answer = {'header': text.split('\n', 1)[0], 'unknown': str(returns[1].content), 'page': _size(image)}
+    return ModelResponse(parts=[TextPart(json.dumps(answer))])
 
 
 async def report() -> BinaryContent:

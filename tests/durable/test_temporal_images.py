@@ -76,6 +76,9 @@ async def test_a_pdf_is_read_in_an_activity_its_page_viewed_and_the_history_repl
         replay = await Replayer(workflows=[PdfWorkflow], plugins=[PydanticAIPlugin()]).replay_workflow(history)
     assert 'returned a PDF' in output['header'] and f': {PDF_PAGES} pages. Its text follows' in output['header']
     assert "view_tool_result_image(handle='" in output['header']  # pages can be shown: pypdfium2 where it runs
+    assert output['unknown'] == (
+        "No stored image under 'report_99'. Use a handle exactly as an image's or a PDF's line names it."
+    )
     width, height = output['page']
     assert abs(width / height - 612 / 792) < 0.01 and height > 1000  # the Letter page, rendered
     assert sum(name.endswith('overflow_read_pdf') for name in activities) == 1, activities

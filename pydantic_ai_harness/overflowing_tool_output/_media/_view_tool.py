@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 from pydantic_ai import FunctionToolset, RunContext, Tool
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import BinaryImage, CompactionPart, ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -96,6 +97,16 @@ def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
     return handles
 
 
+def _unknown_image(ctx: RunContext[Any], meant: str) -> str:
+    """The answer to a handle nothing is stored under: the newest images the conversation stored."""
+    try:
+        messages = ctx.messages
+    except UserError:  # a durable activity: its context carries no messages
+        return f"No stored image under '{meant}'. Use a handle exactly as an image's or a PDF's line names it."
+    listed = ', '.join(f"'{known_handle}'" for known_handle in stored_image_handles(messages)[-5:]) or 'none'
+    return f"No stored image under '{meant}'. Images stored in this conversation: {listed}."
+
+
 def _serving_model(ctx: RunContext[Any]) -> Any:
     """The run's model, or `None` where the run context does not carry it (a Temporal activity): then the image is
     fitted to the defaults every provider accepts.
@@ -147,9 +158,7 @@ def build_view_toolset(
         except (HandleNotFoundError, KeyError, FileNotFoundError):
             if before_offer is not None:
                 before_offer(ctx)
-            known = stored_image_handles(ctx.messages)
-            listed = ', '.join(f"'{known_handle}'" for known_handle in known[-5:]) or 'none'
-            return f"No stored image under '{meant}'. Images stored in this conversation: {listed}."
+            return _unknown_image(ctx, meant)
         except TimeoutError:
             return (
                 f"The stored image '{meant}' could not be read right now (the store did not answer). Try again later."
