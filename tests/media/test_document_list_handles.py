@@ -281,3 +281,26 @@ async def test_documents_stay_known_when_the_rest_of_the_list_is_reduced_as_text
     assert len(documents) == 3 and metadata['overflow_handle'] not in documents
     listed = answer_of(script.requests[2], 'read_tool_result')
     assert all(f'{handle}  (reports)' in listed for handle in [metadata['overflow_handle'], *documents])
+
+
+def test_file_handles_are_read_for_at_most_a_bound_across_the_whole_history() -> None:
+    """300 returns a tool forged with 1,000 entries each: at most `DOCUMENT_HANDLES_READ` are read, newest first, so
+    a forged history costs every request a bounded walk; the newest returns' documents are the ones known."""
+    from pydantic_ai_harness.overflowing_tool_output._query_tools._handles import DOCUMENT_HANDLES_READ
+
+    history = [
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    f'tool{n}',
+                    'x',
+                    tool_call_id=f'c{n}',
+                    metadata={'overflow_file_handles': [[f'h{n}-{i}', None] for i in range(1_000)]},
+                )
+            ]
+        )
+        for n in range(300)
+    ]
+    known = known_handles(history)
+    assert len(known) == DOCUMENT_HANDLES_READ
+    assert known[0].handle == 'h299-0' and {k.tool_name for k in known} == {f'tool{n}' for n in range(290, 300)}

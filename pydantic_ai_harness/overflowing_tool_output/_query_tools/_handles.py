@@ -88,6 +88,7 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
             key = key if isinstance(key, str) and len(key) <= MAX_HANDLE_LENGTH else None
             found.append(KnownHandle(handle, tool_name[:_TOOL_NAME_CHARS], key))
 
+    documents_left = DOCUMENT_HANDLES_READ
     for message in reversed(list(messages)):
         for part in reversed(message.parts):
             if isinstance(part, CompactionPart):
@@ -100,10 +101,19 @@ def known_handles(messages: Iterable[ModelMessage]) -> list[KnownHandle]:
                 continue
             for prefix in (CONTENT_PREFIX, VALUE_PREFIX, AGED_PREFIX):
                 add(part.metadata.get(f'{prefix}_handle'), part.tool_name, part.metadata.get(f'{prefix}_key'))
+                if documents_left <= 0 or prefix == AGED_PREFIX:
+                    continue
                 # Each document of a list stored one by one, in list order (`<prefix>_handle` names the first).
-                for handle, key in file_handles(part.metadata, prefix):
+                documents = file_handles(part.metadata, prefix)[:documents_left]
+                documents_left -= len(documents)
+                for handle, key in documents:
                     add(handle, part.tool_name, key)
     return found
+
+
+DOCUMENT_HANDLES_READ = 10_000
+"""The most `<prefix>_file_handles` entries read across a whole history (newest first): metadata a tool forged,
+1,000 entries on each of hundreds of returns, would otherwise cost a second on every request."""
 
 
 def ledger_of(part: CompactionPart) -> list[tuple[object, object, object]]:
