@@ -168,3 +168,40 @@ def test_a_bad_setting_is_refused_at_construction_naming_it(options: dict[str, o
 def test_images_must_be_an_image_band() -> None:
     with pytest.raises(TypeError, match='images must be an ImageBand or None, got dict'):
         OverflowingToolOutput(images={'max_long_edge': 800})  # pyright: ignore[reportArgumentType]
+
+
+async def test_an_image_url_passes_as_it_is_and_is_never_fetched(tmp_path: Path) -> None:
+    """A tool's output names a URL on a loopback server: the capability sends it on as it is and never requests it
+    (fetching the addresses attacker text names would reach hosts the model cannot)."""
+    import http.server
+    import threading
+
+    from pydantic_ai.messages import DocumentUrl, ImageUrl
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f'http://127.0.0.1:{server.server_address[1]}'
+        urls = [ImageUrl(f'{base}/huge.png'), DocumentUrl(f'{base}/report.pdf')]
+        script = Scripted([('links', {})])
+        agent = Agent(script.model(), capabilities=[OverflowingToolOutput(store=LocalFileStore(base_dir=tmp_path))])
+        agent.tool_plain(name='links')(lambda: urls)
+        await agent.run('look')
+    finally:
+        server.shutdown()
+        server.server_close()
+    (part,) = last_returns(script.requests[1])
+    assert part.content == urls
+    assert hits == []
