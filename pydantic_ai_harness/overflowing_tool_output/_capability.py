@@ -57,7 +57,7 @@ from ._media._hooks import ImageHooks
 from ._query_tools._names import is_query_tool, naming, run_names
 from ._query_tools._tools import build_query_toolset
 from ._redaction._secrets import SecretRedaction
-from ._redaction._withhold import SecretWithholding, build_withholding, withhold_closed
+from ._redaction._withhold import SecretWithholding, build_withholding, left_after_failure, withhold_closed
 from ._rendering._important_lines import load_literal_finder
 from ._rendering._render import Rendered, measure
 from ._request._aging import Aging, Place, TokenCounts
@@ -338,8 +338,7 @@ class OverflowingToolOutput(ImageHooks[AgentDepsT]):
         except OverflowingToolOutputWarning:
             raise  # one of our warnings, raised by a filter set to "error": pass it on as it is, not wrapped again
         except Exception as exc:  # noqa: BLE001 - the run must never die here
-            warn(f'OverflowingToolOutput failed on the result of `{call.tool_name}` and left it as is: {exc!r}')
-            return result
+            return left_after_failure(self._withholding, call.tool_name, result, exc)
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse

@@ -26,7 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
-from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput
+from pydantic_ai_harness.overflowing_tool_output import LocalFileStore, OverflowingToolOutput, SecretRedaction
 from pydantic_ai_harness.overflowing_tool_output.temporal import OverflowTemporalRunContext
 
 from ..media._images import screenshot
@@ -110,4 +110,46 @@ pdf_agent = Agent(
     name='pdf_agent',
     tools=[report],
     capabilities=[OverflowingToolOutput[Any](store=LocalFileStore(base_dir=STORE_DIR), workspace=None), durability],
+)
+
+
+SECRET = 'ghp_' + 'aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4'
+_LONG = ActivityConfig(start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=1))
+
+
+async def secret_report() -> BinaryContent:
+    from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
+
+    pages = [[f'page {n}', *('lorem ipsum dolor sit amet ' * 8 for _ in range(3))] for n in range(400)]
+    pages[0].append(f'deploy token {SECRET}')
+    return BinaryContent(pdf_with_pages(pages), media_type='application/pdf')
+
+
+def respond_report(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart('secret_report', {}, 'call_report')])
+    content = returns[0].content
+    shown = content if isinstance(content, str) else f'{type(content).__name__} sent as it is'
+    return ModelResponse(parts=[TextPart(shown)])
+
+
+failing_read_agent = Agent(
+    FunctionModel(respond_report, model_name='scripted'),
+    name='failing_read_agent',
+    tools=[secret_report],
+    capabilities=[
+        OverflowingToolOutput[Any](
+            store=LocalFileStore(base_dir=STORE_DIR), workspace=None, redact_secrets=SecretRedaction()
+        ),
+        TemporalDurability[Any](
+            # The capability's operations get 300 ms, less than reading 400 pages takes: the read times out.
+            activity_config=ActivityConfig(
+                start_to_close_timeout=timedelta(milliseconds=300), retry_policy=RetryPolicy(maximum_attempts=1)
+            ),
+            model_activity_config=_LONG,
+            toolset_activity_config={'<agent>': _LONG},
+            run_context_type=OverflowTemporalRunContext,
+        ),
+    ],
 )

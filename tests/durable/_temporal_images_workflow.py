@@ -7,7 +7,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.durable_exec.temporal import PydanticAIWorkflow
 
-    from ._temporal_images import agent, pdf_agent
+    from ._temporal_images import agent, failing_read_agent, pdf_agent
 
 
 @workflow.defn
@@ -30,3 +30,14 @@ class PdfWorkflow(PydanticAIWorkflow):
     @workflow.run
     async def run(self, prompt: str, run_id: str) -> str:
         return (await pdf_agent.run(prompt, run_id=run_id)).output
+
+
+@workflow.defn
+class FailingReadWorkflow(PydanticAIWorkflow):
+    """A PDF holding a secret whose durable read times out, under secret redaction."""
+
+    __pydantic_ai_agents__ = (failing_read_agent,)
+
+    @workflow.run
+    async def run(self, prompt: str, run_id: str) -> str:
+        return (await failing_read_agent.run(prompt, run_id=run_id)).output

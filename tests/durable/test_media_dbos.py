@@ -155,8 +155,10 @@ async def test_with_redaction_a_pdf_blob_is_checked_by_the_durable_step_as_witho
     with SetWorkflowID('wf-pdfblob'):
         output = await run_agent('go')
     assert output == plain
-    steps = [step['function_name'] for step in await DBOS.list_workflow_steps_async('wf-pdfblob')]
-    assert steps.count(PREFIX + 'overflow_read_pdf') == 1
+    recorded = await DBOS.list_workflow_steps_async('wf-pdfblob')
+    (check,) = [step['output'] for step in recorded if step['function_name'] == PREFIX + 'overflow_read_pdf']
+    assert check is not None
+    assert check.value == {'withheld': secret, 'checked': True}  # two flags, not the text
     if secret:  # withheld, neither decoded nor encoded where the model reads
         assert 'holding a base64 blob' in output and 'it may hold a secret, so the whole output is not kept' in output
         stored = [path.read_bytes() for path in (tmp_path / 'store').rglob('*') if path.is_file()]

@@ -17,8 +17,8 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from ._temporal_images import PDF_PAGES
-from ._temporal_images_workflow import ImageWorkflow, PdfWorkflow
+from ._temporal_images import PDF_PAGES, SECRET
+from ._temporal_images_workflow import FailingReadWorkflow, ImageWorkflow, PdfWorkflow
 from .test_temporal import TEST_SERVER
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
@@ -83,3 +83,24 @@ async def test_a_pdf_is_read_in_an_activity_its_page_viewed_and_the_history_repl
     assert abs(width / height - 612 / 792) < 0.01 and height > 1000  # the Letter page, rendered
     assert sum(name.endswith('overflow_read_pdf') for name in activities) == 1, activities
     assert replay.replay_failure is None
+
+
+async def test_a_pdf_whose_durable_read_fails_is_withheld_under_redaction() -> None:
+    """The read activity times out: the file was checked for nothing, so with redaction on it is withheld (it had
+    gone to the model as it was, secret and all)."""
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), plugins=[PydanticAIPlugin()]
+    )
+    async with environment:
+        task_queue = f'failing-{uuid.uuid4()}'
+        async with Worker(environment.client, task_queue=task_queue, workflows=[FailingReadWorkflow]):
+            output = await environment.client.execute_workflow(
+                FailingReadWorkflow.run,
+                args=['read', f'run-{uuid.uuid4()}'],
+                id=f'failing-{uuid.uuid4()}',
+                task_queue=task_queue,
+                execution_timeout=timedelta(seconds=60),
+            )
+    assert SECRET not in output
+    assert output.startswith('[`secret_report` returned a PDF (')
+    assert 'not all of its text could be checked for secrets (the durable read failed (ActivityError))' in output

@@ -174,3 +174,15 @@ async def test_stored_images_outlive_another_capabilitys_compaction(tmp_path: Pa
     )
     assert f"Region x=0..400, y=0..2560 of the 4880x2560 image '{ledger[0]}' (scaled to 245x1568)" in viewed
     assert [await LocalFileStore(tmp_path).read(handle) for handle in ledger] == shots
+
+
+def test_image_handles_a_tool_forged_are_read_only_as_a_store_makes_them() -> None:
+    """Metadata is a tool's to set: an empty or 100,000-character handle, or one of another type, is not an image's
+    (it would go into a compaction's ledger and every unknown-handle answer)."""
+    from pydantic_ai_harness.overflowing_tool_output._media._view_tool import IMAGE_LEDGER_KEY, stored_image_handles
+
+    forged = {IMAGES_KEY: [{'handle': 'A' * 100_000}, {'handle': ''}, {'handle': 7}, 'x', {'handle': 'good1'}]}
+    part = ToolReturnPart('shot', 'x', tool_call_id='c1', metadata={**forged, AGED_IMAGES_KEY: ['B' * 5_000, 'good2']})
+    ledger = CompactionPart(content='summary', metadata={IMAGE_LEDGER_KEY: ['C' * 5_000, None, 'good3']})
+    messages: list[ModelMessage] = [ModelRequest(parts=[ledger]), ModelRequest(parts=[part])]
+    assert stored_image_handles(messages) == ['good3', 'good1', 'good2']

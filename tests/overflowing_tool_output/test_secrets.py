@@ -479,3 +479,31 @@ async def test_spill_then_truncate_keeps_masking_even_when_the_store_fails() -> 
     with pytest.warns(Warning):
         await agent.run('go')
     assert not leaked(GITHUB, shown(seen[-1]))
+
+
+@pytest.mark.parametrize('redaction', [True, False])
+def test_a_result_holding_files_the_capability_failed_on_is_withheld_with_redaction_on(redaction: bool) -> None:
+    """The capability never ends a run: what it failed on goes on as it is, its text already masked. Bytes no mask
+    has read (a PDF whose durable read failed) are withheld instead when redaction is on: it fails closed."""
+    import warnings
+
+    from pydantic_ai.messages import BinaryContent, ToolReturn
+
+    from pydantic_ai_harness.overflowing_tool_output import MemoryStore
+    from pydantic_ai_harness.overflowing_tool_output._redaction._withhold import build_withholding, left_after_failure
+
+    withholding = build_withholding(SecretRedaction(), query_store=MemoryStore()) if redaction else None
+    pdf = BinaryContent(b'%PDF-1.4 token ghp_' + b'a' * 36, media_type='application/pdf')
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter('always')
+        for result in (pdf, [pdf, 'caption'], ToolReturn('done', content=[pdf])):
+            left = left_after_failure(withholding, 'report', result, TimeoutError())
+            if redaction:
+                assert isinstance(left, ToolReturn) and left.return_value == (
+                    '[The output of `report` is withheld: checking it for secrets failed (TimeoutError).]'
+                )
+            else:
+                assert left is result
+        assert left_after_failure(withholding, 'report', 'plain text, masked already', TimeoutError()) == (
+            'plain text, masked already'
+        )

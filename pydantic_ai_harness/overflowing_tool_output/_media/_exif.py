@@ -29,6 +29,9 @@ _INTEGER_TYPES = {1: 1, 3: 2, 4: 4, 6: 1, 8: 2, 9: 4}
 """TIFF field types Pillow gives a single value of as a number: BYTE, SHORT, LONG, SBYTE, SSHORT, SLONG, with their
 sizes in bytes."""
 
+_KNOWN_TYPES = frozenset(range(1, 14)) | {16, 17, 18}
+"""TIFF field types Pillow reads (BYTE to IFD, and the BigTIFF 64-bit ones); an entry of another type is dropped."""
+
 _XMP_JPEG = b'http://ns.adobe.com/xap/1.0/\x00'
 _XMP_PNG = b'XML:com.adobe.xmp\x00'
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
@@ -69,6 +72,10 @@ def _jpeg_blocks(data: bytes) -> _Blocks:
     exif: bytes | None = None
     xmp: bytes | None = None
     for _ in range(_MAX_SEGMENTS):
+        if position < end and data[position] != 0xFF:  # junk between segments: skipped, as Pillow skips it
+            position = data.find(b'\xff', position)
+            if position == -1:
+                break
         fill = FILL_BYTES.match(data, position)
         if fill is None:
             break
@@ -159,6 +166,8 @@ def _tiff_orientation(block: bytes) -> int | None:
         kind = int.from_bytes(block[entry + 2 : entry + 4], order)
         size = _INTEGER_TYPES.get(kind)
         number = int.from_bytes(block[entry + 4 : entry + 8], order)
+        if kind not in _KNOWN_TYPES:
+            continue  # a type Pillow does not know: it drops the entry (and reads the XMP packet when none is left)
         if size is None or number != 1:
             value = 1  # not one number: shown as stored (a later entry of the tag is read as Pillow reads it)
             continue

@@ -116,12 +116,16 @@ class ImageHooks(AbstractCapability[AgentDepsT]):
         return DurableMedia(partial(fit_through, self._fit_image_durably), self._read_pdf_durably)
 
     @durable_operation(name='overflow_read_pdf')
-    async def _read_pdf_durably(self, ctx: RunContext[AgentDepsT], data_b64: str) -> dict[str, Any]:
+    async def _read_pdf_durably(
+        self, ctx: RunContext[AgentDepsT], data_b64: str, check_only: bool = False
+    ) -> dict[str, Any]:
         """Read one PDF's pages, masked with secret redaction on: a durable unit under an engine (never workflow code,
-        and a replay reuses the recorded text). Never raises: a file that cannot be read is an answer too.
+        and a replay reuses the recorded text). `check_only`: only whether it held a secret and was checked whole.
+        A file that cannot be read is an answer too.
         """
         withholding = self._image_withholding
-        return await pdf_answer(data_b64, withholding.mask_text if withholding is not None else None)
+        mask = withholding.mask_text if withholding is not None else None
+        return await pdf_answer(data_b64, mask, check_only=check_only)
 
     @durable_operation(name='overflow_fit_image')
     async def _fit_image_durably(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,8 +197,16 @@ def read_pdf(
     return digest
 
 
+_LONE_SURROGATE = re.compile('[\ud800-\udfff]')
+"""A surrogate code point in a `str` is always a lone one (a font's ToUnicode map may give one): no JSON encoder a
+durable engine uses, and no provider, takes it."""
+
+
 def _tidy(text: str) -> str:
-    """One page's text as lines: line breaks made newlines, trailing spaces and blank edges dropped."""
+    """One page's text as lines: line breaks made newlines, trailing spaces and blank edges dropped, a lone
+    surrogate made U+FFFD.
+    """
+    text = _LONE_SURROGATE.sub('\ufffd', text)
     lines = text.replace('\r\n', '\n').replace('\r', '\n').split('\n')
     return '\n'.join(line.rstrip() for line in lines).strip('\n')
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -35,13 +34,15 @@ __all__ = (
     'pdf_answer',
     'read_masked',
     'reading_from_answer',
+    'unread',
 )
 
 Mask = Callable[[str], tuple[str, dict[str, int]]]
 """Secret redaction's masking: `text` -> (the text masked, the count of each kind of secret masked)."""
 
-DurablePdfRead = Callable[[RunContext[Any], str], Awaitable[dict[str, Any]]]
-"""The capability's durable `overflow_read_pdf` operation: `(ctx, the file as base64)` -> `pdf_answer`'s outcome."""
+DurablePdfRead = Callable[[RunContext[Any], str, bool], Awaitable[dict[str, Any]]]
+"""The capability's durable `overflow_read_pdf` operation: `(ctx, the file as base64, check_only)` -> `pdf_answer`'s
+outcome."""
 
 DURABLE_TEXT_BYTES = 1024 * 1024
 """UTF-8 bytes of page text the durable operation records at most; the file itself is stored whole."""
@@ -102,9 +103,17 @@ def read_masked(data: bytes, mask: Mask | None) -> tuple[PdfDigest, MaskedPdf]:
     return digest, masked
 
 
-async def pdf_answer(data_b64: str, mask: Mask | None) -> dict[str, Any]:
-    """The durable operation's body: the file read and masked in a worker thread; the outcome as plain data."""
-    return await anyio.to_thread.run_sync(partial(_answer, base64.b64decode(data_b64), mask))
+async def pdf_answer(data_b64: str, mask: Mask | None, *, check_only: bool = False) -> dict[str, Any]:
+    """The durable operation's body: the file read and masked in a worker thread; the outcome as plain data.
+    `check_only`: whether it held a secret and was checked whole, nothing else (a PDF blob's secret check).
+    """
+    answer = await anyio.to_thread.run_sync(partial(_answer, base64.b64decode(data_b64), mask))
+    return {'withheld': answer['withheld'], 'checked': answer['checked']} if check_only else answer
+
+
+def unread(why: str) -> PdfReading:
+    """A file the durable read failed on (a timeout, a worker that died): unchecked, so withheld with redaction on."""
+    return PdfReading(PdfDigest(error=why), MaskedPdf('', False, False), False, False)
 
 
 def _answer(data: bytes, mask: Mask | None) -> dict[str, Any]:
@@ -129,30 +138,51 @@ def _answer(data: bytes, mask: Mask | None) -> dict[str, Any]:
     }
 
 
-_PAGE_LINE = re.compile(r'^=== page (\d+)/\d+ ===$', re.MULTILINE)
-
-
 def _within(log: str, budget: int, pages: int) -> tuple[str, str]:
-    """`log` cut at a line so that its JSON form (ASCII-escaped, the longest any engine writes) fits `budget` bytes,
-    and where it stops; `(log, '')` when it fits whole.
+    """`log` cut so that its JSON form (ASCII-escaped, the longest any engine writes) fits `budget` bytes, at a line
+    when it can be, and where it stops; `(log, '')` when it fits whole.
     """
     if len(json.dumps(log)) <= budget:
         return log, ''
     kept: list[str] = []
     spent = 2  # the quotes
-    for line in log.split('\n'):
+    for line in log.split('\n', budget // 2):  # each line kept costs 2 bytes at least (its escaped newline)
         size = len(json.dumps(line))  # its escaped form: its quotes stand for the escaped newline after it
         if spent + size > budget:
-            room = (budget - spent) // 6  # a character escapes to six bytes at most (`\u0001`)
-            if room > 0:
-                kept.append(line[:room])
+            kept.append(_prefix_within(line, budget - spent))
             break
         kept.append(line)
         spent += size
     text = '\n'.join(kept)
-    numbers = [int(found.group(1)) for found in _PAGE_LINE.finditer(text)]
-    page = f'page {numbers[-1]} of {pages}' if numbers else 'its first page'
-    return text, f'text kept up to {page}, the first {format_bytes(budget)}'
+    page = _last_page(text, pages)
+    where = f'page {page} of {pages}' if page else 'its first page'
+    return text, f'text cut in {where}, after the first {format_bytes(budget)}'
+
+
+def _prefix_within(line: str, budget: int) -> str:
+    """The longest start of `line` whose JSON form fits `budget` bytes (quotes included)."""
+    low, high = 0, len(line)
+    while low < high:  # about 25 steps for 16 M characters
+        middle = (low + high + 1) // 2
+        if len(json.dumps(line[:middle])) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return line[:low]
+
+
+def _last_page(text: str, pages: int) -> int:
+    """The page `text` (a text log, cut) stops in: its page lines found in order, 1 to `pages` (a page's own text
+    can hold a line that looks like another page's: it is not counted out of turn).
+    """
+    lines = f'\n{text}\n'
+    page, position = 0, 0
+    while page < pages:
+        found = lines.find(f'\n=== page {page + 1}/{pages} ===\n', position)
+        if found == -1:
+            break
+        page, position = page + 1, found + 1
+    return page
 
 
 def reading_from_answer(answer: dict[str, Any]) -> PdfReading:

@@ -38,7 +38,7 @@ from ._images import IMAGES_KEY, Fitter
 from ._limits import ImageTarget
 from ._markers import VIEW_TOOL_NAME, blob_view_note
 from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
-from ._pdf_reading import DurablePdfRead, Mask, PdfReading, masked_pdf, read_masked, reading_from_answer
+from ._pdf_reading import DurablePdfRead, Mask, PdfReading, masked_pdf, read_masked, reading_from_answer, unread
 from ._setting import ImageBand
 from ._sniff import ImageInfo, sniff_image
 from ._text_images import keep_for_operator
@@ -213,7 +213,13 @@ async def _pdf_checked(unit: ActionContext, blob: Blob, durable: DurableMedia) -
     """
     if blob.withheld != (UNCHECKED_PDF,):
         return blob
-    reading = reading_from_answer(await durable.read_pdf(unit.run, base64.b64encode(blob.data).decode('ascii')))
+    try:
+        answer = await durable.read_pdf(unit.run, base64.b64encode(blob.data).decode('ascii'), True)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception:  # noqa: BLE001 - a failed durable read checked nothing: the blob stays withheld
+        return blob
+    reading = reading_from_answer(answer)
     if reading.masked.withheld:
         return replace(blob, withheld=('PDF text',))
     return replace(blob, withheld=() if reading.masked.checked else ('PDF text not all checked',))
@@ -248,7 +254,12 @@ def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list
 async def _read(unit: ActionContext, data: bytes, mask: Mask | None, durable: DurableMedia | None) -> PdfReading:
     """The file read in a worker thread, or in the durable operation in workflow code (never in place there)."""
     if unit.run.in_durable_context and durable is not None:
-        answer = await durable.read_pdf(unit.run, base64.b64encode(data).decode('ascii'))
+        try:
+            answer = await durable.read_pdf(unit.run, base64.b64encode(data).decode('ascii'), False)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed durable read checked nothing: the file is unread
+            return unread(f'the durable read failed ({type(exc).__name__})')
         return reading_from_answer(answer)
     digest, masked = await off_loop(unit.run, partial(read_masked, data, mask), large=True)
     return PdfReading(digest, masked, can_render(), any(digest.texts))
@@ -303,15 +314,15 @@ def withheld_pdf_header(
     says whether it has text and where a durable read cut it (else `digest`'s texts).
     """
     has_text = reading.has_text if reading is not None else any(digest.texts)
-    cut = f' ({reading.cut})' if reading is not None and reading.cut else ''
+    cut = f'{reading.cut}; the rest is not shown' if reading is not None and reading.cut else ''
     unchecked = digest.stopped or (f'{digest.missing} is not installed' if digest.missing else digest.error)
     if not unchecked and digest.unreadable:
         unchecked = _unreadable_pages(digest.unreadable)
-    why = (
-        f'its text held secrets, masked below{cut}'
-        if withheld
-        else f'not all of its text could be checked for secrets ({unchecked})'
-    )
+    if withheld:
+        why = f'its text held secrets, masked below{f" ({cut})" if cut else ""}' if has_text else 'it holds a secret'
+    else:
+        why = f'not all of its text could be checked for secrets ({"; ".join(filter(None, (unchecked, cut)))})'
+        why += ', the text that was read follows masked' if has_text else ''
     pages = digest.pages
     count = '' if pages is None else (': 1 page' if pages == 1 else f': {pages} pages')
     follows = (

@@ -23,6 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from ..._typing import is_list, is_mapping
 from .._events import AGED_PREFIX
 from .._query_tools._handles import clean_handle
+from ..stores._paths import MAX_HANDLE_LENGTH
 from ..stores._protocol import HandleNotFoundError, OverflowStore, payload_size
 from ._fit import ImageRefused, PillowMissing, crop_image, read_info
 from ._images import IMAGES_KEY
@@ -70,15 +71,15 @@ IMAGE_LEDGER_ENTRIES = 5_000
 
 def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
     """The handles of the images (and PDFs) the conversation stored (fitted or aged, or in a compaction's ledger),
-    oldest first.
+    oldest first. Metadata is untrusted: a handle no store makes (empty, too long) is not read.
     """
-    handles: list[str] = []
+    found: list[object] = []
     for message in messages:
         for part in message.parts:
             if isinstance(part, CompactionPart) and is_mapping(part.metadata):
                 ledger: object = part.metadata.get(IMAGE_LEDGER_KEY)
                 if is_list(ledger):
-                    handles.extend(h for h in ledger[:IMAGE_LEDGER_ENTRIES] if isinstance(h, str) and h)
+                    found.extend(ledger[:IMAGE_LEDGER_ENTRIES])
                 continue
             if not isinstance(message, ModelRequest):
                 continue
@@ -86,15 +87,11 @@ def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
                 continue
             records: object = part.metadata.get(IMAGES_KEY)
             if is_list(records):
-                handles.extend(
-                    record['handle']
-                    for record in records
-                    if is_mapping(record) and isinstance(record.get('handle'), str)
-                )
+                found.extend(record.get('handle') for record in records[:IMAGE_LEDGER_ENTRIES] if is_mapping(record))
             aged: object = part.metadata.get(AGED_IMAGES_KEY)
             if is_list(aged):
-                handles.extend(handle for handle in aged if isinstance(handle, str))
-    return handles
+                found.extend(aged[:IMAGE_LEDGER_ENTRIES])
+    return [handle for handle in found if isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH]
 
 
 def _unknown_image(ctx: RunContext[Any], meant: str) -> str:

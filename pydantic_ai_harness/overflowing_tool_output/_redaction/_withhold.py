@@ -17,7 +17,7 @@ from pydantic_ai.messages import BinaryContent, ToolCallPart, ToolReturn
 from pydantic_ai.tools import RunContext
 
 from ..._gil import hand_over
-from ..._typing import is_bytes_like, is_dict, is_instance, is_list
+from ..._typing import is_array, is_bytes_like, is_dict, is_instance, is_list
 from .._actions._unit import is_tool_return, with_notes
 from .._events import OverflowingToolOutputWarning, warn
 from .._offload import off_loop
@@ -33,6 +33,7 @@ __all__ = (
     'WITHHELD_KEY',
     'SecretWithholding',
     'build_withholding',
+    'left_after_failure',
     'withhold_closed',
     'withhold_secrets',
 )
@@ -162,6 +163,30 @@ async def withhold_closed(
         warn(f'Secret redaction raised on the output of `{call.tool_name}`, so it was withheld from the model: {exc!r}')
         marker = redaction_failed_marker('output', call.tool_name, type(exc).__name__)
         return ToolReturn[Any](return_value=marker, metadata={WITHHELD_KEY: {UNCHECKED: 1}})
+
+
+def left_after_failure(withholding: SecretWithholding | None, tool_name: str, result: Any, exc: Exception) -> Any:
+    """What goes on when the capability failed on `result` (the run must never die there): `result` as it is, its
+    text already masked; with redaction on, a result holding files (bytes no mask has read: a PDF the durable read
+    failed on) is withheld instead, failing closed.
+    """
+    if withholding is None or not _holds_files(result):
+        warn(f'OverflowingToolOutput failed on the result of `{tool_name}` and left it as is: {exc!r}')
+        return result
+    warn(f'OverflowingToolOutput failed on the result of `{tool_name}`, which holds files, so it was withheld: {exc!r}')
+    marker = redaction_failed_marker('output', tool_name, type(exc).__name__)
+    return ToolReturn[Any](return_value=marker, metadata={WITHHELD_KEY: {UNCHECKED: 1}})
+
+
+def _holds_files(value: object, depth: int = 0) -> bool:
+    """Whether `value` (a result, a `ToolReturn`, a list) holds a file given as bytes."""
+    if isinstance(value, BinaryContent | bytes | bytearray):
+        return True
+    if is_tool_return(value):
+        return _holds_files(value.return_value, depth + 1) or _holds_files(value.content, depth + 1)
+    if is_array(value) and depth < 4:
+        return any(_holds_files(item, depth + 1) for item in value)
+    return False
 
 
 def _masked(redactor: Redactor, value: Any, content: Any) -> tuple[Any, Any, dict[str, int]] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-__all__ = ('decompression_bomb_pdf', 'giant_page_pdf', 'looping_tree_pdf', 'pdf_with_pages')
+__all__ = ('decompression_bomb_pdf', 'giant_page_pdf', 'glyph_pdf', 'looping_tree_pdf', 'pdf_with_pages')
 
 
 def _escape(text: str) -> str:
@@ -60,6 +60,35 @@ def pdf_with_pages(pages: Sequence[Sequence[str]], *, media_box: tuple[float, fl
             f'/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>'.encode()
         )
         objects.append(_stream(_content(lines), compress=True))
+    return _assemble(objects)
+
+
+def glyph_pdf(unicode_hex: str, glyphs: int) -> bytes:
+    """One page showing `glyphs` times the one glyph of a font whose ToUnicode map gives it the UTF-16 code units
+    `unicode_hex` (`D83DDE00`: an emoji outside the BMP; `D800`: a lone surrogate, as a broken font may map it)."""
+    cmap = (
+        '/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Glyphs def '
+        '1 begincodespacerange <0000> <FFFF> endcodespacerange '
+        f'1 beginbfchar <0001> <{unicode_hex}> endbfchar endcmap CMapName currentdict /CMap defineresource pop end end'
+    ).encode()
+    objects = [
+        b'<< /Type /Catalog /Pages 2 0 R >>',
+        b'<< /Type /Pages /Kids [6 0 R] /Count 1 >>',
+        (
+            b'<< /Type /Font /Subtype /Type0 /BaseFont /Glyphs /Encoding /Identity-H /DescendantFonts [4 0 R] '
+            b'/ToUnicode 5 0 R >>'
+        ),
+        (
+            b'<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Glyphs '
+            b'/CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> /DW 1 >>'
+        ),
+        _stream(cmap),
+        (
+            b'<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> '
+            b'/Contents 7 0 R >>'
+        ),
+        _stream(b'BT /F1 1 Tf 0 700 Td <' + b'0001' * glyphs + b'> Tj ET', compress=True),
+    ]
     return _assemble(objects)
 
 

@@ -45,7 +45,7 @@ async def test_the_recorded_text_is_bounded_and_says_where_it_stops() -> None:
     assert answer['pages'] == 400 and answer['checked'] is True  # the whole file was read before the cut
     assert DURABLE_TEXT_BYTES - 200 < len(json.dumps(answer['log'])) <= DURABLE_TEXT_BYTES
     assert len(json.dumps(answer).encode()) < 2 * 1000 * 1000  # Temporal's default payload limit
-    assert answer['cut'] == 'text kept up to page 298 of 400, the first 1.0 MB'
+    assert answer['cut'] == 'text cut in page 298 of 400, after the first 1.0 MB'
     reading = reading_from_answer(answer)
     assert reading.digest.pages == 400 and reading.has_text
     assert reading.masked.log.startswith('=== page 1/400 ===\npage 1 line 0 ')
@@ -118,13 +118,59 @@ def test_the_headers_name_the_cut_apart_from_why_reading_stopped() -> None:
 
     digest = PdfDigest(pages=400, unreadable=1)
     reading = PdfReading(
-        digest, MaskedPdf('', False, True), True, True, 'text kept up to page 298 of 400, the first 1.0 MB'
+        digest, MaskedPdf('', False, True), True, True, 'text cut in page 298 of 400, after the first 1.0 MB'
     )
     header = pdf_header('report', digest, handle='7217zk37ff', nbytes=2_000_000, pages_as_images=True, reading=reading)
     assert header == snapshot(
-        "[`report` returned a PDF (2.0 MB), saved unchanged as handle '7217zk37ff': 400 pages. Its text follows (the text of 1 page could not be read; text kept up to page 298 of 400, the first 1.0 MB), each page starting with the line `=== page N/400 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]\n"
+        "[`report` returned a PDF (2.0 MB), saved unchanged as handle '7217zk37ff': 400 pages. Its text follows (the text of 1 page could not be read; text cut in page 298 of 400, after the first 1.0 MB), each page starting with the line `=== page N/400 ===`; view_tool_result_image(handle='7217zk37ff', page=N) shows page N as an image.]\n"
     )
     withheld = withheld_pdf_header('report', digest, nbytes=2_000_000, withheld=True, reading=reading)
     assert withheld == snapshot(
-        '[`report` returned a PDF (2.0 MB): 400 pages; its text held secrets, masked below (text kept up to page 298 of 400, the first 1.0 MB), each page starting with the line `=== page N/400 ===`. The file is not kept where you can read it, so its pages cannot be shown as images.]\n'
+        '[`report` returned a PDF (2.0 MB): 400 pages; its text held secrets, masked below (text cut in page 298 of 400, after the first 1.0 MB; the rest is not shown), each page starting with the line `=== page N/400 ===`. The file is not kept where you can read it, so its pages cannot be shown as images.]\n'
+    )
+
+
+async def test_a_lone_surrogate_a_font_maps_is_replaced_so_every_engine_can_record_the_answer() -> None:
+    """pydantic-ai's Temporal converter (`pydantic_core.to_json`) refuses a lone surrogate: the activity failed and
+    the file went to the model unread."""
+    import pydantic_core
+
+    from ._pdf_files import glyph_pdf
+
+    answer = await pdf_answer(_b64(glyph_pdf('D800', 10)), None)
+    assert answer['log'] == '=== page 1/1 ===\n' + '\ufffd' * 10 + '\n'
+    assert pydantic_core.to_json(answer)
+
+
+async def test_one_long_line_is_cut_to_the_budget_whatever_its_characters() -> None:
+    """A page of one line: kept up to the budget as JSON writes it, ASCII escapes included (an emoji outside the
+    BMP is 12 bytes there), and close to it for plain ASCII (not a sixth of it)."""
+    from ._pdf_files import glyph_pdf
+
+    emoji = await pdf_answer(_b64(glyph_pdf('D83DDE00', 300_000)), None)
+    assert DURABLE_TEXT_BYTES - 12 < len(json.dumps(emoji['log'])) <= DURABLE_TEXT_BYTES
+    assert len(json.dumps(emoji).encode()) < 2 * 1000 * 1000
+    assert emoji['cut'] == 'text cut in page 1 of 1, after the first 1.0 MB'
+    pages = [['x' * 120_000] * 10]  # one page of ten 120,000-character lines
+    ascii_log = (await pdf_answer(_b64(pdf_with_pages(pages)), None))['log']
+    assert DURABLE_TEXT_BYTES - 200 < len(json.dumps(ascii_log)) <= DURABLE_TEXT_BYTES
+
+
+async def test_a_secret_check_records_two_flags_not_the_text() -> None:
+    """A PDF blob's check (`check_only`) records whether the file held a secret and was read whole, nothing else:
+    64 blobs would otherwise record 64 MB of text a check throws away."""
+    pages = [[f'page {n} line {i} ' + 'abcdefghij' * 4 for i in range(60)] for n in range(1, 41)]
+    answer = await pdf_answer(_b64(pdf_with_pages(pages)), _withholding().mask_text, check_only=True)
+    assert answer == {'withheld': False, 'checked': True}
+
+
+def test_a_file_withheld_as_not_all_checked_names_the_cut_too() -> None:
+    from pydantic_ai_harness.overflowing_tool_output._media._pdf import PdfDigest
+    from pydantic_ai_harness.overflowing_tool_output._media._pdf_reading import MaskedPdf, PdfReading
+    from pydantic_ai_harness.overflowing_tool_output._media._steps import withheld_pdf_header
+
+    digest = PdfDigest(pages=5_050, stopped='text is read from the first 5,000 pages only')
+    reading = PdfReading(digest, MaskedPdf('', False, False), True, True, 'text cut in page 1494 of 5050, after 1.0 MB')
+    assert withheld_pdf_header('report', digest, nbytes=9_000_000, withheld=False, reading=reading) == snapshot(
+        '[`report` returned a PDF (9.0 MB): 5050 pages; not all of its text could be checked for secrets (text is read from the first 5,000 pages only; text cut in page 1494 of 5050, after 1.0 MB; the rest is not shown), the text that was read follows masked, each page starting with the line `=== page N/5050 ===`. The file is not kept where you can read it, so its pages cannot be shown as images.]\n'
     )

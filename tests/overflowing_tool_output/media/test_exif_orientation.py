@@ -150,3 +150,15 @@ def test_ten_megabytes_of_fill_bytes_read_as_stored() -> None:
     """A JPEG of 10 MB of fill bytes before its first segment (skipped at C speed, as the header sniffer skips them)."""
     data = b'\xff\xd8' + b'\xff' * 10_000_000 + b'\xe1\x00\x10Exif\x00\x00MM\x00*\x00\x00\x00\x08'
     assert exif_orientation(data) == 1
+
+
+def test_junk_between_jpeg_segments_and_an_entry_of_an_unknown_type_read_as_pillow_reads_them() -> None:
+    """Pillow skips bytes that are no marker between segments, and drops a directory entry of a type it does not
+    know (then reads the XMP packet): so does this reader."""
+    photo = _photo(6, 'JPEG')
+    first_segment_end = 4 + int.from_bytes(photo[4:6], 'big')
+    junk = photo[:first_segment_end] + b'\x00\x13\x37' + photo[first_segment_end:]
+    assert exif_orientation(junk) == _pillow_orientation(junk) == 6
+    xmp = b'http://ns.adobe.com/xap/1.0/\x00' + _xmp_packet(8)
+    unknown_type = _with_jpeg_segment(_big_endian_jpeg(6, kind=99), xmp)
+    assert exif_orientation(unknown_type) == _pillow_orientation(unknown_type) == 8
