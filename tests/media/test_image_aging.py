@@ -168,7 +168,7 @@ async def test_stored_images_outlive_another_capabilitys_compaction(tmp_path: Pa
     assert 'view_tool_result_image' in offered  # offered at the first request after the compaction
     assert (
         listed
-        == "No stored image under 'screenshot_1'. Images stored in this conversation: "
+        == "No stored image under 'screenshot_1'. The newest images and PDFs stored in this conversation: "
         + ', '.join(f"'{handle}'" for handle in ledger)
         + '.'
     )

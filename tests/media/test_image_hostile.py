@@ -66,7 +66,9 @@ def _view(handle_args: dict[str, Any] | None = None) -> Any:
         ({'x': 10_000}, snapshot('x=10000, y=0 is outside the image, which is 4880x2560 px.')),
         (
             {'handle': 'no-such-handle'},
-            snapshot("No stored image under 'no-such-handle'. Images stored in this conversation: '0n29rk9asg'."),
+            snapshot(
+                "No stored image under 'no-such-handle'. The newest images and PDFs stored in this conversation: '0n29rk9asg'."
+            ),
         ),
         (
             {'handle': 'QUOTED', 'width': 100, 'height': 100},

@@ -101,7 +101,7 @@ def _unknown_image(ctx: RunContext[Any], meant: str) -> str:
     except UserError:  # a durable activity: its context carries no messages
         return f"No stored image under '{meant}'. Use a handle exactly as an image's or a PDF's line names it."
     listed = ', '.join(f"'{known_handle}'" for known_handle in stored_image_handles(messages)[-5:]) or 'none'
-    return f"No stored image under '{meant}'. Images stored in this conversation: {listed}."
+    return f"No stored image under '{meant}'. The newest images and PDFs stored in this conversation: {listed}."
 
 
 def _serving_model(ctx: RunContext[Any]) -> Any:
