@@ -186,3 +186,26 @@ def test_image_handles_a_tool_forged_are_read_only_as_a_store_makes_them() -> No
     ledger = CompactionPart(content='summary', metadata={IMAGE_LEDGER_KEY: ['C' * 5_000, None, 'good3']})
     messages: list[ModelMessage] = [ModelRequest(parts=[ledger]), ModelRequest(parts=[part])]
     assert stored_image_handles(messages) == ['good3', 'good1', 'good2']
+
+
+def test_forged_image_ledgers_cost_a_bounded_walk_newest_first() -> None:
+    """400 compaction parts a history forged with 5,000 image handles each: the newest 20,000 are read, in order;
+    whether any image is stored is answered from the newest one alone."""
+    from pydantic_ai_harness.overflowing_tool_output._media._view_tool import (
+        IMAGE_HANDLES_READ,
+        IMAGE_LEDGER_KEY,
+        images_in_conversation,
+        stored_image_handles,
+    )
+
+    messages: list[ModelMessage] = [
+        ModelRequest(
+            parts=[CompactionPart(content='s', metadata={IMAGE_LEDGER_KEY: [f'p{n}-{i}' for i in range(5_000)]})]
+        )
+        for n in range(400)
+    ]
+    handles = stored_image_handles(messages)
+    assert len(handles) == IMAGE_HANDLES_READ == 20_000
+    assert handles[0] == 'p396-0' and handles[-1] == 'p399-4999'  # the newest four parts, oldest first
+    assert stored_image_handles(messages, 2) == ['p399-4998', 'p399-4999']
+    assert images_in_conversation(messages)

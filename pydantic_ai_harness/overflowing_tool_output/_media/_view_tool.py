@@ -9,8 +9,9 @@ than the setting decodes is refused, and decoding runs in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+from itertools import islice
 from typing import Any
 
 import anyio
@@ -68,30 +69,42 @@ so the view tool is still offered and still names them (`_request/_ledger`)."""
 IMAGE_LEDGER_ENTRIES = 5_000
 """The most entries of one compaction part's image ledger read (untrusted metadata: it may be any length)."""
 
+IMAGE_HANDLES_READ = 20_000
+"""The most image handles read across a whole history, newest first (forged ledgers on every part would otherwise
+make each offer of the view tool walk millions of entries)."""
 
-def stored_image_handles(messages: Iterable[ModelMessage]) -> list[str]:
+
+def stored_image_handles(messages: Sequence[ModelMessage], limit: int = IMAGE_HANDLES_READ) -> list[str]:
     """The handles of the images (and PDFs) the conversation stored (fitted or aged, or in a compaction's ledger),
-    oldest first. Metadata is untrusted: a handle no store makes (empty, too long) is not read.
+    oldest first: the newest `limit` of them. Metadata is untrusted: a handle no store makes (empty, too long) is not
+    read, and forged lists cost a bounded walk.
     """
-    found: list[object] = []
-    for message in messages:
-        for part in message.parts:
+    newest = list(islice(_newest_image_handles(messages), limit))
+    newest.reverse()
+    return newest
+
+
+def _newest_image_handles(messages: Sequence[ModelMessage]) -> Iterator[str]:
+    """The handles `stored_image_handles` reads, newest first, one part at a time."""
+    for message in reversed(messages):
+        for part in reversed(message.parts):
+            found: list[object] = []
             if isinstance(part, CompactionPart) and is_mapping(part.metadata):
                 ledger: object = part.metadata.get(IMAGE_LEDGER_KEY)
                 if is_list(ledger):
                     found.extend(ledger[:IMAGE_LEDGER_ENTRIES])
-                continue
-            if not isinstance(message, ModelRequest):
-                continue
-            if not isinstance(part, ToolReturnPart) or not is_mapping(part.metadata):
-                continue
-            records: object = part.metadata.get(IMAGES_KEY)
-            if is_list(records):
-                found.extend(record.get('handle') for record in records[:IMAGE_LEDGER_ENTRIES] if is_mapping(record))
-            aged: object = part.metadata.get(AGED_IMAGES_KEY)
-            if is_list(aged):
-                found.extend(aged[:IMAGE_LEDGER_ENTRIES])
-    return [handle for handle in found if isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH]
+            elif isinstance(message, ModelRequest) and isinstance(part, ToolReturnPart) and is_mapping(part.metadata):
+                records: object = part.metadata.get(IMAGES_KEY)
+                if is_list(records):
+                    found.extend(
+                        record.get('handle') for record in records[:IMAGE_LEDGER_ENTRIES] if is_mapping(record)
+                    )
+                aged: object = part.metadata.get(AGED_IMAGES_KEY)
+                if is_list(aged):
+                    found.extend(aged[:IMAGE_LEDGER_ENTRIES])
+            for handle in reversed(found):
+                if isinstance(handle, str) and 0 < len(handle) <= MAX_HANDLE_LENGTH:
+                    yield handle
 
 
 def _unknown_image(ctx: RunContext[Any], meant: str) -> str:
@@ -100,7 +113,7 @@ def _unknown_image(ctx: RunContext[Any], meant: str) -> str:
         messages = ctx.messages
     except UserError:  # a durable activity: its context carries no messages
         return f"No stored image under '{meant}'. Use a handle exactly as an image's or a PDF's line names it."
-    listed = ', '.join(f"'{known_handle}'" for known_handle in stored_image_handles(messages)[-5:]) or 'none'
+    listed = ', '.join(f"'{known_handle}'" for known_handle in stored_image_handles(messages, 5)) or 'none'
     return f"No stored image under '{meant}'. The newest images and PDFs stored in this conversation: {listed}."
 
 
@@ -114,9 +127,9 @@ def _serving_model(ctx: RunContext[Any]) -> Any:
         return None
 
 
-def images_in_conversation(messages: Iterable[ModelMessage]) -> bool:
+def images_in_conversation(messages: Sequence[ModelMessage]) -> bool:
     """Whether the conversation holds a stored image (then the view tool is offered)."""
-    return bool(stored_image_handles(messages))
+    return next(_newest_image_handles(messages), None) is not None
 
 
 def is_view_tool(tool_def: ToolDefinition) -> bool:
