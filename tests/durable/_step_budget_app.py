@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,41 @@ async def plain_output(build_agent: Callable[[Path], Agent[None, str]], store_di
         return (await build_agent(store_dir).run('go', run_id=run_id)).output
     finally:
         os.environ[COUNTER_ENV] = counter
+
+
+@dataclass
+class BesidePlain:
+    """An agent run without an engine, then under DBOS."""
+
+    plain: str
+    """The output without an engine."""
+
+    output: str
+    """The output of the workflow's first run."""
+
+    again: Callable[[], Awaitable[str]]
+    """Runs the workflow again under the same id: a recorded run, replayed."""
+
+
+async def run_beside_plain(
+    build_agent: Callable[..., Agent[None, str]], db_url: str, tmp_path: Path, name: str
+) -> BesidePlain:
+    """`build_agent(store_dir, *durability)` run without an engine (`plain_output`), then under DBOS as the workflow
+    `wf-{name}` (DBOS started on `db_url` and launched here), both stores under `tmp_path`."""
+    from dbos import DBOS, SetWorkflowID
+
+    from ._dbos_app import start
+
+    plain = await plain_output(build_agent, tmp_path / 'plain' / 'store', run_id=f'wf-{name}:1')
+    start(db_url)
+    run_agent = register_output(build_agent(tmp_path / 'store', DBOSDurability()), f'{name}_run')
+    DBOS.launch()
+
+    async def again() -> str:
+        with SetWorkflowID(f'wf-{name}'):
+            return await run_agent('go')
+
+    return BesidePlain(plain, await again(), again)
 
 
 def writes(counter: str | Path) -> int:

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
 pytest.importorskip('pypdf', reason='the media extra is not installed')
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import (
@@ -31,8 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, SecretRedaction
 
 from ..overflowing_tool_output.media._pdf_files import pdf_with_pages
-from ._dbos_app import register_output, start
-from ._step_budget_app import COUNTER_ENV, CountingStore, plain_output, writes
+from ._step_budget_app import COUNTER_ENV, CountingStore, run_beside_plain, writes
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
 
@@ -71,13 +70,9 @@ async def _steps(workflow_id: str) -> list[str]:
 async def test_in_workflow_code_a_pdf_is_read_page_by_page_by_a_durable_step_and_replayed(
     db_url: str, tmp_path: Path
 ) -> None:
-    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-pdf:1')
-    start(db_url)
-    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), 'pdf_run')
-    DBOS.launch()
-    with SetWorkflowID('wf-pdf'):
-        output = await run_agent('go')
-    assert output == expected  # what a run without an engine sends: the header, then the pages' text
+    run = await run_beside_plain(build, db_url, tmp_path, 'pdf')
+    output = run.output
+    assert output == run.plain  # what a run without an engine sends: the header, then the pages' text
     (shown,) = json.loads(output)
     assert f': {PAGES} pages. Its text follows' in shown
     assert f'=== page {PAGES}/{PAGES} ===' in shown or 'read_tool_result' in shown
@@ -87,8 +82,7 @@ async def test_in_workflow_code_a_pdf_is_read_page_by_page_by_a_durable_step_and
     assert steps.count('overflow_read_pdf') == 1
     assert writes(os.environ[COUNTER_ENV]) == steps.count('overflow_spill_write') >= 1
     written = writes(os.environ[COUNTER_ENV])
-    with SetWorkflowID('wf-pdf'):
-        assert await run_agent('go') == output
+    assert await run.again() == output
     assert writes(os.environ[COUNTER_ENV]) == written  # the recorded run wrote nothing again
     assert (await _steps('wf-pdf')).count('overflow_read_pdf') == 1  # nor read the file again
 
@@ -116,13 +110,9 @@ def build_redacting(store_dir: str | Path, *durability: DBOSDurability) -> Agent
 async def test_with_redaction_the_durable_step_records_the_text_masked_and_the_file_is_withheld(
     db_url: str, tmp_path: Path
 ) -> None:
-    expected = await plain_output(build_redacting, tmp_path / 'plain' / 'store', run_id='wf-secret:1')
-    start(db_url)
-    run_agent = register_output(build_redacting(tmp_path / 'store', DBOSDurability()), 'pdf_secret_run')
-    DBOS.launch()
-    with SetWorkflowID('wf-secret'):
-        output = await run_agent('go')
-    assert output == expected
+    run = await run_beside_plain(build_redacting, db_url, tmp_path, 'secret')
+    output = run.output
+    assert output == run.plain
     (shown,) = json.loads(output)
     assert shown.startswith('[`report` returned a PDF (') and 'its text held secrets, masked below' in shown
     assert SECRET not in output

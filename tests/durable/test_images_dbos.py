@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import BinaryContent, BinaryImage, ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -21,8 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput
 
 from ..media._images import images_sent, screenshot
-from ._dbos_app import register_output, start
-from ._step_budget_app import COUNTER_ENV, CountingStore, plain_output, writes
+from ._step_budget_app import COUNTER_ENV, CountingStore, run_beside_plain, writes
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
 
@@ -50,17 +49,12 @@ def build(store_dir: str | Path, *durability: DBOSDurability) -> Agent[None, str
 
 
 async def test_fitting_is_a_durable_step_and_a_recorded_run_returns_the_same(db_url: str, tmp_path: Path) -> None:
-    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-image:1')
-    start(db_url)
-    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), 'image_run')
-    DBOS.launch()
-    with SetWorkflowID('wf-image'):
-        output = await run_agent('go')
-    assert output == expected  # the same copy as without an engine
+    run = await run_beside_plain(build, db_url, tmp_path, 'image')
+    output = run.output
+    assert output == run.plain  # the same copy as without an engine
     steps = [step['function_name'] for step in await DBOS.list_workflow_steps_async('wf-image')]
     assert steps.count(PREFIX + 'overflow_fit_image') == 1
     assert steps.count(PREFIX + 'overflow_spill_write') == 1
     assert writes(os.environ[COUNTER_ENV]) == 1
-    with SetWorkflowID('wf-image'):
-        assert await run_agent('go') == output
+    assert await run.again() == output
     assert writes(os.environ[COUNTER_ENV]) == 1  # the recorded run wrote nothing again

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip('dbos', reason='DBOS is not installed: pip install "pydantic-ai-harness-context[durable]"')
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from PIL import Image
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
@@ -36,8 +36,7 @@ from pydantic_ai_harness.overflowing_tool_output import OverflowingToolOutput, S
 
 from ..media._images import images_sent, screenshot
 from ..overflowing_tool_output.media.test_blob_images import _rotated_jpeg
-from ._dbos_app import register_output, start
-from ._step_budget_app import COUNTER_ENV, CountingStore, plain_output, writes
+from ._step_budget_app import COUNTER_ENV, CountingStore, run_beside_plain, writes
 
 pytestmark = [pytest.mark.durable, pytest.mark.anyio]
 
@@ -88,18 +87,13 @@ def build_for(tool: Callable[[], object]) -> Callable[..., Agent[None, str]]:
 
 async def _run_twice(build: Callable[..., Agent[None, str]], db_url: str, tmp_path: Path, name: str) -> str:
     """The run under DBOS, checked against the run without an engine and against its own replay."""
-    expected = await plain_output(build, tmp_path / 'plain' / 'store', run_id=f'wf-{name}:1')
-    start(db_url)
-    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), f'{name}_run')
-    DBOS.launch()
-    with SetWorkflowID(f'wf-{name}'):
-        output = await run_agent('go')
-    assert output == expected  # what a run without an engine sends
+    run = await run_beside_plain(build, db_url, tmp_path, name)
+    output = run.output
+    assert output == run.plain  # what a run without an engine sends
     written = writes(os.environ[COUNTER_ENV])
     steps = [step['function_name'] for step in await DBOS.list_workflow_steps_async(f'wf-{name}')]
     assert steps.count(PREFIX + 'overflow_fit_image') == 1  # the copy was made by the durable step, once
-    with SetWorkflowID(f'wf-{name}'):
-        assert await run_agent('go') == output
+    assert await run.again() == output
     assert writes(os.environ[COUNTER_ENV]) == written  # the recorded run wrote nothing again
     return output
 
@@ -148,13 +142,9 @@ async def test_with_redaction_a_pdf_blob_is_checked_by_the_durable_step_as_witho
         agent.tool_plain(name='fetch')(lambda: page)
         return agent
 
-    plain = await plain_output(build, tmp_path / 'plain' / 'store', run_id='wf-pdfblob:1')
-    start(db_url)
-    run_agent = register_output(build(tmp_path / 'store', DBOSDurability()), 'pdfblob_run')
-    DBOS.launch()
-    with SetWorkflowID('wf-pdfblob'):
-        output = await run_agent('go')
-    assert output == plain
+    run = await run_beside_plain(build, db_url, tmp_path, 'pdfblob')
+    output = run.output
+    assert output == run.plain
     recorded = await DBOS.list_workflow_steps_async('wf-pdfblob')
     (check,) = [step['output'] for step in recorded if step['function_name'] == PREFIX + 'overflow_read_pdf']
     assert check is not None
