@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._sniff import FILL_BYTES
+from ._sniff import FILL_BYTES, png_chunks_before_pixels
 
 __all__ = ('exif_orientation',)
 
@@ -122,22 +122,14 @@ def _png_blocks(data: bytes) -> _Blocks:
     """A PNG's `eXIf` chunk and XMP `iTXt` chunk (uncompressed), before the image data (one after it is not read:
     see `_fit._orientation`).
     """
-    position = 8
     exif: bytes | None = None
     xmp: bytes | None = None
-    for _ in range(_MAX_SEGMENTS):
-        if position + 8 > len(data):
-            break
-        length = int.from_bytes(data[position : position + 4], 'big')
-        kind = data[position + 4 : position + 8]
-        if kind in (b'IDAT', b'IEND'):
-            break
-        body = data[position + 8 : position + 8 + length]
+    for kind, start, length in png_chunks_before_pixels(data, _MAX_SEGMENTS):
+        body = data[start : start + length]
         if kind == b'eXIf' and exif is None:
             exif = body
         elif kind == b'iTXt' and xmp is None and body.startswith(_XMP_PNG + b'\x00'):  # (not compressed)
             xmp = body
-        position += 12 + length
     # Without an `eXIf` chunk the orientation is not read at all (`_fit._orientation`): nor is the XMP packet then.
     return _Blocks(exif, xmp) if exif is not None else _Blocks()
 

@@ -9,9 +9,10 @@ after `MAX_FRAMES_COUNTED` frames or `_MAX_BLOCKS` blocks.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ('FILL_BYTES', 'MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'sniff_image')
+__all__ = ('FILL_BYTES', 'MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'png_chunks_before_pixels', 'sniff_image')
 
 
 @dataclass(frozen=True)
@@ -181,19 +182,27 @@ def _gif_frames(data: bytes) -> tuple[int, bool]:
     return max(frames, 1), frames < MAX_FRAMES_COUNTED
 
 
-def _apng_frames(data: bytes) -> int:
-    """`num_frames` of the `acTL` chunk, which an APNG has before its first image data; 1 without one."""
+def png_chunks_before_pixels(data: bytes, limit: int) -> Iterator[tuple[bytes, int, int]]:
+    """A PNG's chunks before its image data, at most `limit` of them: `(type, where its data starts, its length)`,
+    walked by their declared lengths (the data may run past the end of a truncated file).
+    """
     position = 8
-    for _ in range(1_000):
+    for _ in range(limit):
         if position + 8 > len(data):
-            return 1
+            return
         length = int.from_bytes(data[position : position + 4], 'big')
         kind = data[position + 4 : position + 8]
-        if kind == b'acTL' and position + 12 <= len(data):
-            return max(1, int.from_bytes(data[position + 8 : position + 12], 'big'))
         if kind in (b'IDAT', b'IEND'):
-            return 1
+            return
+        yield kind, position + 8, length
         position += 12 + length
+
+
+def _apng_frames(data: bytes) -> int:
+    """`num_frames` of the `acTL` chunk, which an APNG has before its first image data; 1 without one."""
+    for kind, start, _ in png_chunks_before_pixels(data, 1_000):
+        if kind == b'acTL' and start + 4 <= len(data):
+            return max(1, int.from_bytes(data[start : start + 4], 'big'))
     return 1
 
 
