@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 
-from ._sniff import FILL_BYTES, png_chunks_before_pixels
+from ._sniff import FILL_BYTES, png_chunks_before_pixels, webp_chunks
 
 __all__ = ('exif_orientation',)
 
@@ -105,16 +106,10 @@ def _webp_blocks(data: bytes) -> _Blocks:
     """A WebP's `EXIF` and `XMP ` chunks; only an extended WebP (`VP8X` first) has them (Pillow reads no other's)."""
     if data[12:16] != b'VP8X':
         return _Blocks()
-    position = 12
     found: dict[bytes, bytes] = {}
-    for _ in range(_MAX_SEGMENTS):
-        if position + 8 > len(data):
-            break
-        kind = data[position : position + 4]
-        size = int.from_bytes(data[position + 4 : position + 8], 'little')
+    for kind, start, size in islice(webp_chunks(data), _MAX_SEGMENTS):
         if kind in (b'EXIF', b'XMP ') and kind not in found:
-            found[kind] = data[position + 8 : position + 8 + size]
-        position += 8 + size + (size & 1)
+            found[kind] = data[start : start + size]
     return _Blocks(found.get(b'EXIF'), found.get(b'XMP '))
 
 

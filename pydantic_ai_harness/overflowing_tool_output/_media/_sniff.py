@@ -12,7 +12,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ('FILL_BYTES', 'MAX_FRAMES_COUNTED', 'ImageInfo', 'count_frames', 'png_chunks_before_pixels', 'sniff_image')
+__all__ = (
+    'FILL_BYTES',
+    'MAX_FRAMES_COUNTED',
+    'ImageInfo',
+    'count_frames',
+    'png_chunks_before_pixels',
+    'sniff_image',
+    'webp_chunks',
+)
 
 
 @dataclass(frozen=True)
@@ -206,14 +214,24 @@ def _apng_frames(data: bytes) -> int:
     return 1
 
 
+def webp_chunks(data: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """A WebP's chunks after its RIFF header: `(type, where its data starts, its size)`, walked by their declared
+    sizes (padded to even); the caller bounds how many it takes.
+    """
+    position = 12
+    while position + 8 <= len(data):
+        size = int.from_bytes(data[position + 4 : position + 8], 'little')
+        yield data[position : position + 4], position + 8, size
+        position += 8 + size + (size & 1)
+
+
 def _webp_frames(data: bytes) -> tuple[int, bool]:
     """`ANMF` chunks of an animated WebP, walked by their sizes."""
-    position = 12
+    chunks = webp_chunks(data)
     frames = 0
     for _ in range(_MAX_BLOCKS):
-        if position + 8 > len(data) or frames >= MAX_FRAMES_COUNTED:
+        chunk = next(chunks, None)
+        if chunk is None or frames >= MAX_FRAMES_COUNTED:
             return max(frames, 1), frames < MAX_FRAMES_COUNTED
-        size = int.from_bytes(data[position + 4 : position + 8], 'little')
-        frames += data[position : position + 4] == b'ANMF'
-        position += 8 + size + (size & 1)
+        frames += chunk[0] == b'ANMF'
     return max(frames, 1), False
