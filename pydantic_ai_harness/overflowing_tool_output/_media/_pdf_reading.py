@@ -30,6 +30,7 @@ __all__ = (
     'Mask',
     'MaskedPdf',
     'PdfReading',
+    'durable_answer',
     'masked_pdf',
     'pdf_answer',
     'read_masked',
@@ -109,6 +110,20 @@ async def pdf_answer(data_b64: str, mask: Mask | None, *, check_only: bool = Fal
     """
     answer = await anyio.to_thread.run_sync(partial(_answer, base64.b64decode(data_b64), mask))
     return {'withheld': answer['withheld'], 'checked': answer['checked']} if check_only else answer
+
+
+async def durable_answer(
+    read: DurablePdfRead, ctx: RunContext[Any], data: bytes, *, check_only: bool
+) -> dict[str, Any] | str:
+    """The durable operation's answer for `data`, or, when it failed (a timeout, a worker lost), the failure's type
+    name: a failed read checked nothing.
+    """
+    try:
+        return await read(ctx, base64.b64encode(data).decode('ascii'), check_only)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the unit is an unread file, never the run's end
+        return type(exc).__name__
 
 
 def unread(why: str) -> PdfReading:

@@ -16,7 +16,6 @@ Pure wiring over `_pdf` and `_blobs`: the loop passes the unit, this answers wha
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -38,7 +37,16 @@ from ._images import IMAGES_KEY, Fitter
 from ._limits import ImageTarget
 from ._markers import VIEW_TOOL_NAME, blob_view_note
 from ._pdf import PdfDigest, can_render, is_pdf, page_line_template, read_pdf
-from ._pdf_reading import DurablePdfRead, Mask, PdfReading, masked_pdf, read_masked, reading_from_answer, unread
+from ._pdf_reading import (
+    DurablePdfRead,
+    Mask,
+    PdfReading,
+    durable_answer,
+    masked_pdf,
+    read_masked,
+    reading_from_answer,
+    unread,
+)
 from ._setting import ImageBand
 from ._sniff import ImageInfo, sniff_image
 from ._text_images import keep_for_operator
@@ -213,12 +221,9 @@ async def _pdf_checked(unit: ActionContext, blob: Blob, durable: DurableMedia) -
     """
     if blob.withheld != (UNCHECKED_PDF,):
         return blob
-    try:
-        answer = await durable.read_pdf(unit.run, base64.b64encode(blob.data).decode('ascii'), True)
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception:  # noqa: BLE001 - a failed durable read checked nothing: the blob stays withheld
-        return blob
+    answer = await durable_answer(durable.read_pdf, unit.run, blob.data, check_only=True)
+    if isinstance(answer, str):
+        return blob  # the read failed and checked nothing: the blob stays withheld
     reading = reading_from_answer(answer)
     if reading.masked.withheld:
         return replace(blob, withheld=('PDF text',))
@@ -254,12 +259,9 @@ def _scan(rendered: Rendered, secrets_in: SecretCheck | None) -> tuple[str, list
 async def _read(unit: ActionContext, data: bytes, mask: Mask | None, durable: DurableMedia | None) -> PdfReading:
     """The file read in a worker thread, or in the durable operation in workflow code (never in place there)."""
     if unit.run.in_durable_context and durable is not None:
-        try:
-            answer = await durable.read_pdf(unit.run, base64.b64encode(data).decode('ascii'), False)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed durable read checked nothing: the file is unread
-            return unread(f'the durable read failed ({type(exc).__name__})')
+        answer = await durable_answer(durable.read_pdf, unit.run, data, check_only=False)
+        if isinstance(answer, str):
+            return unread(f'the durable read failed ({answer})')
         return reading_from_answer(answer)
     digest, masked = await off_loop(unit.run, partial(read_masked, data, mask), large=True)
     return PdfReading(digest, masked, can_render(), any(digest.texts))
